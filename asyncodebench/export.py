@@ -1,0 +1,126 @@
+"""Export the built configurations as Parquet and write the dataset card's YAML front matter.
+
+Building is deterministic: the rows come from the sources in a fixed order and the Parquet writer is the one
+`datasets` uses, so a fresh export is byte-identical to the committed files (`--check` proves it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from asyncodebench.build import build_release
+from asyncodebench.features import FEATURES
+from asyncodebench.problems import SourceError
+
+ROOT = Path(__file__).resolve().parent.parent
+PARQUET_NAME = "test-00000-of-00001.parquet"
+
+
+def parquet_path(root: Path, config: str) -> Path:
+    return root / "data" / config / PARQUET_NAME
+
+
+def export(builder_cls: type, data_dir: Path, out_root: Path) -> dict[str, Any]:
+    """Write `out_root/data/<config>/test-00000-of-00001.parquet` for every config; return the card's YAML.
+
+    Raises:
+        SourceError: the sources are invalid; nothing is written.
+    """
+    build_release(data_dir)  # validate everything before writing anything
+    infos = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = {}
+        for config in FEATURES:
+            builder = builder_cls(config_name=config, cache_dir=f"{tmp}/cache", sources_dir=str(data_dir))
+            builder.download_and_prepare()
+            staged[config] = Path(tmp) / config / PARQUET_NAME
+            staged[config].parent.mkdir(parents=True)
+            dataset = builder.as_dataset(split="test")
+            dataset.to_parquet(str(staged[config]))
+            infos[config] = (dataset, staged[config].stat().st_size)
+        for config, path in staged.items():
+            target = parquet_path(out_root, config)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), target)
+        return card_yaml({c: (ds.features, len(ds), size) for c, (ds, size) in infos.items()})
+
+
+def card_yaml(configs: dict[str, tuple[Any, int, int]]) -> dict[str, Any]:
+    """The card's `configs:` and `dataset_info:` entries, the Hub's view of the Parquet files."""
+    return {
+        "configs": [
+            {"config_name": name, "data_files": [{"split": "test", "path": f"data/{name}/test-*.parquet"}],
+             **({"default": True} if name == "tasks" else {})}
+            for name in configs
+        ],
+        "dataset_info": [
+            {"config_name": name, "features": features._to_yaml_list(),
+             "splits": [{"name": "test", "num_bytes": size, "num_examples": count}],
+             "download_size": size, "dataset_size": size}
+            for name, (features, count, size) in configs.items()
+        ],
+    }
+
+
+def write_front_matter(readme: Path, generated: dict[str, Any]) -> None:
+    """Replace the generated keys of the README's YAML front matter, keeping the hand-written keys and the body."""
+    text = readme.read_text(encoding="utf-8")
+    meta, body = split_front_matter(text)
+    meta.update(generated)
+    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=120)
+    readme.write_text(f"---\n{front}---\n{body}", encoding="utf-8")
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    if not text.startswith("---\n"):
+        return {}, text
+    end = text.index("\n---\n", 4)
+    return yaml.safe_load(text[4:end]) or {}, text[end + 5:]
+
+
+def check(builder_cls: type, data_dir: Path, root: Path) -> list[str]:
+    """Rebuild in a scratch folder; return the files that differ from the committed ones (empty when identical)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        generated = export(builder_cls, data_dir, Path(tmp))
+        differing = [
+            str(parquet_path(root, c).relative_to(root)) for c in FEATURES
+            if not parquet_path(root, c).exists() or not filecmp.cmp(parquet_path(Path(tmp), c), parquet_path(root, c), shallow=False)
+        ]
+        meta, _ = split_front_matter((root / "README.md").read_text(encoding="utf-8"))
+        if any(meta.get(key) != value for key, value in generated.items()):
+            differing.append("README.md (front matter)")
+    return differing
+
+
+def main(builder_cls: type, argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Export the AsynCodeBench Parquet files and card YAML from data/.")
+    parser.add_argument("--check", action="store_true", help="rebuild and compare with the committed files; write nothing")
+    parser.add_argument("--data-dir", type=Path, default=ROOT / "data", help="the sources (default: data/)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        if args.check:
+            differing = check(builder_cls, args.data_dir, ROOT)
+            if differing:
+                print("out of date (run `python AsynCodeBench.py` and commit):\n  " + "\n  ".join(differing))
+                sys.exit(1)
+            print(f"up to date: a fresh build is byte-identical ({time.perf_counter() - started:.1f} s)")
+            sys.exit(0)
+        generated = export(builder_cls, args.data_dir, ROOT)
+        write_front_matter(ROOT / "README.md", generated)
+    except SourceError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(2)
+    for config in FEATURES:
+        print(f"wrote {parquet_path(ROOT, config).relative_to(ROOT)}")
+    print(f"updated the README.md front matter ({time.perf_counter() - started:.1f} s)")
+    sys.exit(0)

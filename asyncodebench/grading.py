@@ -1,0 +1,321 @@
+"""Grade one prediction from its final evaluator run, and read probe selectors from probe runs.
+
+Everything here is a pure function over parsed pytest-json-report data, the exit code and the captured output, so a
+saved run can be re-graded without containers. The rules are those of METRICS.md sections 0.1, 1.4, 2 and 3, with
+the project decisions 1 (pass rate against the expected total, never dropped), 2 (final success) and 8 (probe
+semantics) applied where the upstream scripts disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TIMEOUT_EXIT_CODE = 124
+"""Exit code of coreutils `timeout` when it had to stop the command."""
+
+COLLECTION_MARKERS = (
+    "error collecting",
+    "errors during collection",
+    "error during collection",
+    "importerror while loading conftest",
+    "importerror while importing test module",
+)
+"""Lowercase output fragments that mean pytest could not collect (METRICS 1.4, rule 2)."""
+
+_EXIT_CODE_KINDS = (
+    (5, "no_tests_collected"),
+    (4, "pytest_usage_error"),
+    (3, "pytest_internal_error"),
+    (2, "pytest_interrupted"),
+    (0, "missing_report"),
+)
+"""Failure kinds read from the exit code, in rule order, after the timeout and collection rules."""
+
+_SUMMARY_KEYS = ("passed", "failed", "error", "total")
+"""A summary holding any of these keys counts as real (METRICS 1.4)."""
+
+_OUTCOME_KEYS = ("passed", "failed", "error", "errors", "skipped", "xfailed", "xpassed")
+"""Per-outcome counts summed when a summary omits `total`."""
+
+SELECTOR_STATUSES = ("passed", "failed", "not_collected", "timed_out")
+"""Every status a probe selector can have (METRICS 0.1 step 2)."""
+
+
+@dataclass(frozen=True)
+class NormalizedReport:
+    """The final evaluator's report summary after the validity and failure-kind rules."""
+
+    passed: int  # tests that passed
+    failed: int  # tests that failed
+    errors: int  # errored tests, raised to at least the number of failed collectors
+    skipped: int  # skipped tests (still part of `total`)
+    total: int  # summary.total: skipped included, deselected excluded
+    collected: int  # summary.collected (deselected included), or `total` when absent
+    synthetic_summary: bool  # True when the report was missing or invalid and a 0/1 placeholder stands in
+    failure_kind: str | None  # evaluation_failure_kind, or None when the run was not a model failure of a known kind
+    failed_collectors: tuple[str, ...]  # node ids of collectors whose outcome is "failed"
+    report_was_missing: bool  # no report was given at all
+    report_was_invalid: bool  # a report was given but its summary was not usable
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The per-prediction scores that feed FSR and the mean pass rate."""
+
+    final_success: bool  # decision 2
+    passed: int  # numerator of the pass rate
+    pass_rate: float  # passed / denominator; 0.0 when no denominator is known (see total_source)
+    denominator: int | None  # the expected total used, None only when total_source == "unavailable"
+    total_source: str  # "report_total", "expected_total_due_<reason>" or "unavailable"
+    outcome: str  # "passed", "model_failure:<kind>" or "failed" (bundle final_test.outcome)
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """One test node of a probe report that a selector matched."""
+
+    nodeid: str  # full pytest node id, parameter suffix included
+    outcome: str  # pytest-json-report outcome: passed, failed, skipped, xfailed, xpassed, error
+
+
+@dataclass(frozen=True)
+class SelectorResult:
+    """The status of one probe selector in one checkpoint."""
+
+    selector: str  # pytest node id selector from a dependency row
+    status: str  # one of SELECTOR_STATUSES
+    passed: bool  # True only when status == "passed"
+    matched: tuple[NodeOutcome, ...]  # report nodes equal to the selector or to it plus a [param] suffix
+
+    def to_record(self) -> dict[str, Any]:
+        """Return the `probe_test_results` entry of the checkpoint record layout."""
+        return {
+            "status": self.status,
+            "passed": self.passed,
+            "matched_nodeids": [{"nodeid": node.nodeid, "outcome": node.outcome} for node in self.matched],
+        }
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """Whether one probe group (upstream, downstream or integrated) of a dependency passes."""
+
+    selectors: tuple[str, ...]  # the group's selectors, in dependency-row order
+    passed: bool  # non-empty and every selector passed; an empty group never passes
+    passed_count: int  # selectors that passed
+    total: int  # number of selectors
+
+    def to_record(self) -> dict[str, Any]:
+        """Return the `groups.<name>` entry of the checkpoint record layout."""
+        return {
+            "selectors": list(self.selectors),
+            "passed": self.passed,
+            "passed_count": self.passed_count,
+            "total": self.total,
+        }
+
+
+def _count(summary: Mapping[str, Any], *keys: str) -> int | None:
+    """Return the first of `keys` present in `summary` as a count, or None when none is present.
+
+    Raises:
+        ValueError: a present count is not a non-negative integer, so the summary cannot be trusted.
+    """
+    for key in keys:
+        if key in summary:
+            value = summary[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"summary.{key} is {value!r}, not a non-negative integer")
+            return value
+    return None
+
+
+def _failed_collectors(report: Mapping[str, Any]) -> tuple[str, ...]:
+    """Node ids of the report's collectors whose outcome is "failed"."""
+    collectors = report.get("collectors")
+    if not isinstance(collectors, list):
+        return ()
+    return tuple(
+        str(entry.get("nodeid", ""))
+        for entry in collectors
+        if isinstance(entry, Mapping) and entry.get("outcome") == "failed"
+    )
+
+
+def _invalid_run_kind(exit_code: int | None, output_text: str) -> str:
+    """Pick the failure kind of a run without a usable summary: the first rule of METRICS 1.4 that applies."""
+    if exit_code == TIMEOUT_EXIT_CODE:
+        return "timeout"
+    lowered = output_text.lower()
+    if any(marker in lowered for marker in COLLECTION_MARKERS):
+        return "collection_failed"
+    for code, kind in _EXIT_CODE_KINDS:
+        if exit_code == code:
+            return kind
+    return "evaluator_failed"
+
+
+def _synthetic(report: Mapping[str, Any] | None, exit_code: int | None, output_text: str) -> NormalizedReport:
+    """The 0 passed / 1 error placeholder that keeps a broken run in every denominator."""
+    return NormalizedReport(
+        passed=0, failed=0, errors=1, skipped=0, total=1, collected=1,
+        synthetic_summary=True,
+        failure_kind=_invalid_run_kind(exit_code, output_text),
+        failed_collectors=_failed_collectors(report) if report is not None else (),
+        report_was_missing=report is None,
+        report_was_invalid=report is not None,
+    )
+
+
+def normalize_report(report: dict[str, Any] | None, exit_code: int | None, output_text: str) -> NormalizedReport:
+    """Turn a final evaluator report into counts that cannot be gamed by a missing or broken report.
+
+    Pass None when no report file exists. A file that exists but is not valid JSON should be passed as `{}`, so it
+    is recorded as invalid rather than missing. Beyond METRICS 1.4, a summary whose counts are not non-negative
+    integers is also treated as invalid, because such numbers cannot be scored.
+
+    Args:
+        report: the parsed pytest-json-report, or None when the evaluator wrote none.
+        exit_code: the evaluator's exit code (124 means the timeout fired), or None when unknown.
+        output_text: the evaluator's captured stdout and stderr, searched for collection-error markers.
+    """
+    summary = report.get("summary") if isinstance(report, Mapping) else None
+    if not isinstance(summary, Mapping) or not any(key in summary for key in _SUMMARY_KEYS):
+        return _synthetic(report if isinstance(report, Mapping) else None, exit_code, output_text)
+    try:
+        passed, failed, skipped = (_count(summary, key) or 0 for key in ("passed", "failed", "skipped"))
+        errors = _count(summary, "error", "errors") or 0
+        total = _count(summary, "total")
+        if total is None:
+            total = sum(_count(summary, key) or 0 for key in _OUTCOME_KEYS)
+        collected = _count(summary, "collected")
+    except ValueError:
+        return _synthetic(report, exit_code, output_text)
+    collectors = _failed_collectors(report)
+    return NormalizedReport(
+        passed=passed, failed=failed,
+        errors=max(errors, len(collectors)),
+        skipped=skipped,
+        total=max(total, len(collectors)),
+        collected=total if collected is None else collected,
+        synthetic_summary=False,
+        failure_kind="collection_failed" if collectors else None,
+        failed_collectors=collectors,
+        report_was_missing=False,
+        report_was_invalid=False,
+    )
+
+
+def _substitution_reason(normalized: NormalizedReport, exit_code: int | None) -> str | None:
+    """Why the report's own total cannot serve as the denominator, or None when it can (decision 1)."""
+    if exit_code == TIMEOUT_EXIT_CODE or normalized.failure_kind == "timeout":
+        return "timeout"
+    if normalized.failure_kind == "collection_failed":
+        return "collection_failure"
+    if normalized.synthetic_summary:
+        return "synthetic_summary"
+    if normalized.total == 0 or normalized.collected == 0:
+        return "no_tests_collected"
+    return None
+
+
+def _outcome(final_success: bool, failure_kind: str | None) -> str:
+    """The bundle's `final_test.outcome` label."""
+    if final_success:
+        return "passed"
+    return f"model_failure:{failure_kind}" if failure_kind else "failed"
+
+
+def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: int | None) -> GradeResult:
+    """Score one prediction so that a broken run counts as 0 against the task's size instead of vanishing.
+
+    Final success follows decision 2, so an unknown exit code is never a success. The pass-rate denominator is the
+    report's `total`, except when the run timed out, failed collection, collected nothing or only has a synthetic
+    summary: then it is the task's expected total, or the observed total when that is larger (as the official
+    sibling substitution does). When neither is known the rate is 0.0 (nothing was seen to pass) and
+    `total_source` says "unavailable" so the report can flag it.
+
+    Args:
+        normalized: the output of `normalize_report` for this run.
+        exit_code: the evaluator's exit code, or None when unknown.
+        expected_total: the task's expected `summary.total` from the dataset row, or None when not recorded.
+    """
+    if expected_total is not None and expected_total <= 0:
+        raise ValueError(f"expected_total must be a positive test count or None, got {expected_total}")
+    final_success = (
+        exit_code == 0
+        and normalized.collected > 0
+        and normalized.failed == 0
+        and normalized.errors == 0
+        and not normalized.synthetic_summary
+    )
+    reason = _substitution_reason(normalized, exit_code)
+    observed = 0 if normalized.synthetic_summary else normalized.total
+    if reason is None:
+        denominator, source = normalized.total, "report_total"
+    elif expected_total is not None and expected_total >= observed:
+        denominator, source = expected_total, f"expected_total_due_{reason}"
+    elif observed > 0:
+        denominator, source = observed, "report_total"
+    else:
+        denominator, source = None, "unavailable"
+    return GradeResult(
+        final_success=final_success,
+        passed=normalized.passed,
+        pass_rate=normalized.passed / denominator if denominator else 0.0,
+        denominator=denominator,
+        total_source=source,
+        outcome=_outcome(final_success, normalized.failure_kind),
+    )
+
+
+def _matches(selector: str, nodeid: str) -> bool:
+    """A node belongs to a selector when it is the selector itself or the selector plus a `[param]` suffix."""
+    return nodeid == selector or (nodeid.startswith(selector + "[") and nodeid.endswith("]"))
+
+
+def selector_status(
+    selector: str, report_tests: Sequence[Mapping[str, Any]], exit_code: int | None, timed_out: bool
+) -> SelectorResult:
+    """Read one selector's status from a probe report (METRICS 0.1 step 2).
+
+    The report may come from a pytest run of this selector alone or of many selectors at once: only the nodes that
+    match the selector are looked at, so both give the same status when the tests are independent. A selector
+    passes only when every matched node passed; skipped, xfailed, xpassed and errored nodes make it fail.
+
+    Args:
+        selector: the probe selector, a pytest node id.
+        report_tests: the `tests` list of the probe run's pytest-json-report (empty when no report was written).
+        exit_code: the probe run's exit code; 124 or -1 mean it was stopped by a timeout.
+        timed_out: True when the host-side watchdog stopped the probe run.
+    """
+    matched = tuple(
+        NodeOutcome(nodeid=str(test["nodeid"]), outcome=str(test.get("outcome")))
+        for test in report_tests
+        if isinstance(test.get("nodeid"), str) and _matches(selector, test["nodeid"])
+    )
+    if not matched:
+        stopped = timed_out or exit_code in (TIMEOUT_EXIT_CODE, -1)
+        return SelectorResult(selector, "timed_out" if stopped else "not_collected", False, ())
+    passed = all(node.outcome == "passed" for node in matched)
+    return SelectorResult(selector, "passed" if passed else "failed", passed, matched)
+
+
+def group_state(selectors: Sequence[str], results: Mapping[str, SelectorResult]) -> GroupState:
+    """Combine selector results into one probe group's state; an empty group never passes.
+
+    Raises:
+        ValueError: a selector of the group has no result; probe every selector of the task before grouping.
+    """
+    missing = [selector for selector in selectors if selector not in results]
+    if missing:
+        raise ValueError(f"no probe result for selector(s) {missing}; probe every selector of the task first")
+    passed_count = sum(1 for selector in selectors if results[selector].passed)
+    return GroupState(
+        selectors=tuple(selectors),
+        passed=bool(selectors) and passed_count == len(selectors),
+        passed_count=passed_count,
+        total=len(selectors),
+    )
