@@ -181,9 +181,11 @@ def normalize_report(report: dict[str, Any] | None, exit_code: int | None, outpu
         exit_code: the evaluator's exit code (124 means the timeout fired), or None when unknown.
         output_text: the evaluator's captured stdout and stderr, searched for collection-error markers.
     """
-    summary = report.get("summary") if isinstance(report, Mapping) else None
+    if report is None:
+        return _synthetic(None, exit_code, output_text)
+    summary = report.get("summary")
     if not isinstance(summary, Mapping) or not any(key in summary for key in _SUMMARY_KEYS):
-        return _synthetic(report if isinstance(report, Mapping) else None, exit_code, output_text)
+        return _synthetic(report, exit_code, output_text)
     try:
         passed, failed, skipped = (_count(summary, key) or 0 for key in ("passed", "failed", "skipped"))
         errors = _count(summary, "error", "errors") or 0

@@ -92,6 +92,7 @@ class CheckpointRecord:
     outcomes: tuple[DependencyOutcome, ...]  # one per dependency probed at this checkpoint
 
     def __post_init__(self) -> None:
+        """Refuse a step that cannot order the run's checkpoints."""
         if isinstance(self.logical_step, bool) or not isinstance(self.logical_step, int) or self.logical_step < 1:
             raise ValueError(f"checkpoint {self.checkpoint_id!r}: logical_step must be an int >= 1, "
                              f"got {self.logical_step!r}")
@@ -267,8 +268,8 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 def _bootstrap_means(values: Sequence[float]) -> tuple[list[float], str]:
     """Means of BOOTSTRAP_RESAMPLES resamples with replacement, seeded, and the generator's name."""
-    try:
-        import numpy as np
+    try:  # imported here so these pure functions still run where numpy is absent
+        import numpy as np  # noqa: PLC0415
     except ImportError:
         rng = random.Random(BOOTSTRAP_SEED)
         n = len(values)

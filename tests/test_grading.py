@@ -1,0 +1,271 @@
+"""Final-evaluator normalization, per-prediction grading and probe selector status (METRICS 0.1, 1.4, 2, 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asyncodebench.grading import (
+    NormalizedReport,
+    SelectorResult,
+    grade,
+    group_state,
+    normalize_report,
+    selector_status,
+)
+
+WCWIDTH_SUMMARY = {"passed": 28, "failed": 9, "skipped": 1, "total": 38, "collected": 39, "deselected": 1}
+
+
+def _report(summary: dict[str, Any] | None = None, collectors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    report: dict[str, Any] = {"summary": summary if summary is not None else {"passed": 3, "total": 3}}
+    if collectors is not None:
+        report["collectors"] = collectors
+    return report
+
+
+# --- normalize_report: validity, synthetic summary, failure kinds ---------------------------------------------
+
+
+def test_valid_report_keeps_its_counts_and_has_no_failure_kind() -> None:
+    normalized = normalize_report(_report(WCWIDTH_SUMMARY), 1, "")
+    assert (normalized.passed, normalized.failed, normalized.skipped) == (28, 9, 1)
+    assert (normalized.total, normalized.collected, normalized.errors) == (38, 39, 0)
+    assert normalized.failure_kind is None
+    assert not normalized.synthetic_summary
+
+
+def test_missing_report_gets_the_synthetic_zero_of_one_summary() -> None:
+    normalized = normalize_report(None, 0, "")
+    assert (normalized.passed, normalized.failed, normalized.errors, normalized.total) == (0, 0, 1, 1)
+    assert normalized.synthetic_summary
+    assert normalized.report_was_missing and not normalized.report_was_invalid
+    assert normalized.failure_kind == "missing_report"
+
+
+def test_report_without_summary_keys_is_invalid_not_missing() -> None:
+    normalized = normalize_report({"summary": {"deselected": 2}}, 1, "")
+    assert normalized.synthetic_summary
+    assert normalized.report_was_invalid and not normalized.report_was_missing
+    assert normalized.failure_kind == "evaluator_failed"
+
+
+def test_summary_with_a_non_integer_count_is_treated_as_invalid() -> None:
+    normalized = normalize_report(_report({"passed": "all", "total": 3}), 0, "")
+    assert normalized.synthetic_summary and normalized.report_was_invalid
+
+
+def test_summary_without_total_counts_its_outcomes() -> None:
+    normalized = normalize_report(_report({"passed": 3, "failed": 1, "skipped": 2}), 1, "")
+    assert normalized.total == 6 and normalized.collected == 6
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "output", "kind"),
+    [
+        (124, "ERROR collecting tests/test_x.py", "timeout"),
+        (2, "==== ERRORS DURING COLLECTION ====", "collection_failed"),
+        (1, "ERROR collecting tests/test_a.py", "collection_failed"),
+        (4, "ImportError while loading conftest '/w/conftest.py'", "collection_failed"),
+        (2, "error during collection of x", "collection_failed"),
+        (2, "ImportError while importing test module '/w/tests/test_a.py'", "collection_failed"),
+        (5, "no tests ran", "no_tests_collected"),
+        (4, "usage: pytest", "pytest_usage_error"),
+        (3, "INTERNALERROR>", "pytest_internal_error"),
+        (2, "KeyboardInterrupt", "pytest_interrupted"),
+        (0, "3 passed", "missing_report"),
+        (1, "3 failed", "evaluator_failed"),
+        (None, "", "evaluator_failed"),
+        (137, "Killed", "evaluator_failed"),
+    ],
+)
+def test_failure_kind_is_the_first_rule_that_applies(exit_code: int | None, output: str, kind: str) -> None:
+    """Rule order matters: a timeout wins over collection markers, and markers win over exit codes."""
+    normalized = normalize_report(None, exit_code, output)
+    assert normalized.failure_kind == kind
+    assert normalized.synthetic_summary
+
+
+def test_failed_collectors_raise_errors_and_total_and_mark_collection_failed() -> None:
+    collectors = [
+        {"nodeid": "tests/test_a.py", "outcome": "failed"},
+        {"nodeid": "tests/test_b.py", "outcome": "failed"},
+        {"nodeid": "tests/test_c.py", "outcome": "passed"},
+    ]
+    normalized = normalize_report(_report({"error": 1, "total": 1}, collectors), 1, "")
+    assert normalized.failed_collectors == ("tests/test_a.py", "tests/test_b.py")
+    assert normalized.errors == 2 and normalized.total == 2
+    assert normalized.failure_kind == "collection_failed"
+    assert not normalized.synthetic_summary
+
+
+def test_failed_collectors_never_lower_larger_counts() -> None:
+    collectors = [{"nodeid": "tests/test_a.py", "outcome": "failed"}]
+    normalized = normalize_report(_report({"passed": 40, "error": 3, "total": 43}, collectors), 1, "")
+    assert normalized.errors == 3 and normalized.total == 43
+
+
+# --- grade: final success (decision 2) and pass rate (decision 1) ---------------------------------------------
+
+
+def test_wcwidth_single_run_scores_28_of_38_not_28_of_39() -> None:
+    """Example D: the official denominator is summary.total (skipped in, deselected out), not collected."""
+    result = grade(normalize_report(_report(WCWIDTH_SUMMARY), 1, ""), 1, expected_total=38)
+    assert result.pass_rate == pytest.approx(28 / 38)
+    assert result.pass_rate != pytest.approx(28 / 39)
+    assert result.denominator == 38 and result.total_source == "report_total"
+    assert not result.final_success
+    assert result.outcome == "failed"
+
+
+def test_success_with_skipped_tests_has_pass_rate_below_one() -> None:
+    normalized = normalize_report(_report({"passed": 37, "skipped": 2, "total": 39}), 0, "")
+    result = grade(normalized, 0, expected_total=39)
+    assert result.final_success and result.outcome == "passed"
+    assert result.pass_rate == pytest.approx(37 / 39)
+
+
+@pytest.mark.parametrize(
+    ("summary", "exit_code"),
+    [
+        ({"passed": 3, "total": 3}, 1),  # exit code not 0
+        ({"passed": 3, "total": 3}, None),  # unknown exit code is never a success under decision 2
+        ({"passed": 2, "failed": 1, "total": 3}, 0),
+        ({"passed": 3, "error": 1, "total": 4}, 0),
+        ({"total": 0, "collected": 0}, 0),
+    ],
+)
+def test_final_success_needs_every_condition(summary: dict[str, int], exit_code: int | None) -> None:
+    assert not grade(normalize_report(_report(summary), exit_code, ""), exit_code, 3).final_success
+
+
+def test_synthetic_summary_is_never_a_success_even_with_exit_zero() -> None:
+    normalized = NormalizedReport(3, 0, 0, 0, 3, 3, True, "missing_report", (), True, False)
+    result = grade(normalized, 0, 3)
+    assert not result.final_success
+    assert result.outcome == "model_failure:missing_report"
+
+
+def test_collection_failure_scores_zero_against_the_expected_total() -> None:
+    """Example E: a task whose run failed collection counts 0/215 instead of leaving the mean."""
+    normalized = normalize_report(None, 2, "ERROR collecting tests/test_core.py")
+    result = grade(normalized, 2, expected_total=215)
+    assert result.pass_rate == 0.0
+    assert result.denominator == 215
+    assert result.total_source == "expected_total_due_collection_failure"
+    assert result.outcome == "model_failure:collection_failed"
+
+
+def test_partial_collection_failure_uses_the_larger_expected_total() -> None:
+    collectors = [{"nodeid": "tests/test_b.py", "outcome": "failed"}]
+    normalized = normalize_report(_report({"passed": 150, "total": 200}, collectors), 1, "")
+    result = grade(normalized, 1, expected_total=215)
+    assert result.pass_rate == pytest.approx(150 / 215)
+    assert result.total_source == "expected_total_due_collection_failure"
+
+
+@pytest.mark.parametrize(
+    ("report", "exit_code", "source"),
+    [
+        (None, 124, "expected_total_due_timeout"),
+        (_report({"total": 0, "collected": 0}), 5, "expected_total_due_no_tests_collected"),
+        (_report({"total": 0, "collected": 4, "deselected": 4}), 5, "expected_total_due_no_tests_collected"),
+        (None, 1, "expected_total_due_synthetic_summary"),
+    ],
+)
+def test_broken_runs_take_the_expected_total(report: dict[str, Any] | None, exit_code: int, source: str) -> None:
+    result = grade(normalize_report(report, exit_code, ""), exit_code, expected_total=40)
+    assert (result.pass_rate, result.denominator, result.total_source) == (0.0, 40, source)
+
+
+def test_no_known_total_is_reported_as_unavailable_not_none() -> None:
+    result = grade(normalize_report(None, 124, ""), 124, expected_total=None)
+    assert result.pass_rate == 0.0
+    assert result.denominator is None
+    assert result.total_source == "unavailable"
+
+
+def test_non_positive_expected_total_is_refused() -> None:
+    with pytest.raises(ValueError, match="positive test count"):
+        grade(normalize_report(None, 1, ""), 1, expected_total=0)
+
+
+# --- probe selectors (METRICS 0.1 steps 2-3, decision 8) -------------------------------------------------------
+
+
+def _tests(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"nodeid": nodeid, "outcome": outcome} for nodeid, outcome in pairs]
+
+
+def test_parameterized_nodes_match_their_selector_and_all_must_pass() -> None:
+    tests = _tests(("t.py::test_a[1]", "passed"), ("t.py::test_a[x-[2]]", "failed"), ("t.py::test_ab", "passed"))
+    result = selector_status("t.py::test_a", tests, 1, False)
+    assert result.status == "failed" and not result.passed
+    assert [node.nodeid for node in result.matched] == ["t.py::test_a[1]", "t.py::test_a[x-[2]]"]
+
+
+def test_a_longer_test_name_is_not_a_param_match() -> None:
+    result = selector_status("t.py::test_a", _tests(("t.py::test_ab", "passed")), 0, False)
+    assert result.status == "not_collected"
+
+
+def test_selector_passes_when_every_matched_node_passed() -> None:
+    result = selector_status("t.py::T::test_x", _tests(("t.py::T::test_x", "passed")), 0, False)
+    assert result.status == "passed" and result.passed
+    assert result.to_record() == {
+        "status": "passed", "passed": True,
+        "matched_nodeids": [{"nodeid": "t.py::T::test_x", "outcome": "passed"}],
+    }
+
+
+@pytest.mark.parametrize("outcome", ["skipped", "xfailed", "xpassed", "error"])
+def test_skipped_xfail_and_error_nodes_are_not_passed(outcome: str) -> None:
+    result = selector_status("t.py::test_x", _tests(("t.py::test_x", outcome)), 0, False)
+    assert result.status == "failed" and not result.passed
+
+
+@pytest.mark.parametrize(("exit_code", "timed_out"), [(124, False), (-1, False), (None, True)])
+def test_a_stopped_probe_without_nodes_is_timed_out(exit_code: int | None, timed_out: bool) -> None:
+    result = selector_status("t.py::test_x", [], exit_code, timed_out)
+    assert result.status == "timed_out" and not result.passed
+
+
+def test_a_collection_error_leaves_the_selector_not_collected() -> None:
+    result = selector_status("t.py::test_x", [], 2, False)
+    assert result.status == "not_collected" and not result.passed and result.matched == ()
+
+
+def test_one_batched_report_gives_the_same_status_as_per_selector_reports() -> None:
+    """Decision 8: reading a selector from a run of all selectors equals reading it from its own run."""
+    per_selector = {
+        "a.py::test_1": _tests(("a.py::test_1", "passed")),
+        "a.py::test_2": _tests(("a.py::test_2[p]", "passed"), ("a.py::test_2[q]", "skipped")),
+        "b.py::test_3": _tests(("b.py::test_3", "failed")),
+        "c.py::test_4": [],
+    }
+    batched = [test for tests in per_selector.values() for test in tests]
+    for selector, own_tests in per_selector.items():
+        own = selector_status(selector, own_tests, 2 if not own_tests else 1, False)
+        assert selector_status(selector, batched, 1, False) == own
+
+
+def _results(**passed: bool) -> dict[str, SelectorResult]:
+    return {name: SelectorResult(name, "passed" if ok else "failed", ok, ()) for name, ok in passed.items()}
+
+
+def test_group_passes_only_when_every_selector_passed() -> None:
+    results = _results(a=True, b=False, c=True)
+    assert group_state(["a", "c"], results).passed
+    failing = group_state(["a", "b", "c"], results)
+    assert not failing.passed and (failing.passed_count, failing.total) == (2, 3)
+
+
+def test_an_empty_selector_list_never_passes() -> None:
+    state = group_state([], _results(a=True))
+    assert not state.passed and (state.passed_count, state.total) == (0, 0)
+
+
+def test_group_state_refuses_an_unprobed_selector() -> None:
+    with pytest.raises(ValueError, match="probe every selector"):
+        group_state(["a", "missing"], _results(a=True))
