@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Build the demo task's image, push it to the local registry and print its pinned reference.
+
+    python scripts/build_demo_image.py [--port 5000] [--write-digest]
+
+The digest is only written into data/demo/task.yaml with --write-digest, so that building the
+image (as tests and CI do) never edits the dataset sources behind the user's back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from asyncodebench.demo_image import (
+        DEMO_TASK_YAML,
+        REGISTRY_PORT_ENV,
+        DemoImageError,
+        build,
+        registry_port_from_env,
+        write_digest,
+    )
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=None,
+                        help=f"registry port on 127.0.0.1 (default: ${REGISTRY_PORT_ENV} or 5000)")
+    parser.add_argument("--write-digest", action="store_true",
+                        help=f"write the pushed digest into {DEMO_TASK_YAML.relative_to(DEMO_TASK_YAML.parents[2])}")
+    args = parser.parse_args(argv)
+    try:
+        port = args.port if args.port is not None else registry_port_from_env()
+        started = time.monotonic()
+        built = build(port)
+        elapsed = time.monotonic() - started
+        print(f"base_revision {built.base_revision}", file=sys.stderr)
+        print(f"image id      {built.image_id}", file=sys.stderr)
+        print(f"built in      {elapsed:.1f} s", file=sys.stderr)
+        if args.write_digest:
+            changed = write_digest(built.digest)
+            print(f"{DEMO_TASK_YAML}: {'updated' if changed else 'already pinned'}", file=sys.stderr)
+    except DemoImageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(built.pinned_ref)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
