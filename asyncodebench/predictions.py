@@ -1,0 +1,130 @@
+"""Read a predictions file line by line: every valid line is kept, every bad one reported with its line number.
+
+A bad line never sinks the others. Problems are: malformed JSON, schema errors (`schemas/prediction.schema.json`),
+an unknown task or protocol, and duplicates of an earlier line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asyncodebench.validation import validator
+
+PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One valid prediction."""
+
+    line: int
+    task_id: str
+    protocol: str
+    model: str
+    run_id: str | None
+    model_patch: str
+    checkpoints: tuple[dict[str, Any], ...]
+    agent_patches: dict[str, str]
+    usage: dict[str, Any]
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.model, self.protocol, self.task_id, self.run_id or "")
+
+    @property
+    def slug(self) -> str:
+        """A folder name unique to the key, readable, safe on any filesystem."""
+        digest = hashlib.sha256("\0".join(self.key).encode()).hexdigest()[:8]
+        name = f"{self.model}__{self.protocol}__{self.task_id}" + (f"__{self.run_id}" if self.run_id else "")
+        return f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)[:150]}__{digest}"
+
+
+@dataclass(frozen=True)
+class LineProblem:
+    """A line that was skipped, and why."""
+
+    line: int
+    kind: str  # malformed_json | schema_error | unknown_task | unknown_protocol | duplicate
+    message: str
+
+
+@dataclass(frozen=True)
+class PredictionFile:
+    path: str
+    sha256: str
+    predictions: tuple[Prediction, ...]
+    problems: tuple[LineProblem, ...]
+
+
+def read_predictions(path: Path, known_tasks: set[str], default_protocol: str | None) -> PredictionFile:
+    """Parse and check `path` (JSONL, or a JSON list).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+    """
+    raw = path.read_bytes()
+    entries, problems = _entries(raw.decode("utf-8", errors="replace"))
+    predictions: list[Prediction] = []
+    seen: dict[tuple[str, str, str, str], int] = {}
+    check = validator("prediction")
+    for line, obj in entries:
+        errors = sorted(check.iter_errors(obj), key=lambda e: list(e.absolute_path)) if isinstance(obj, dict) else []
+        if not isinstance(obj, dict):
+            problems.append(LineProblem(line, "schema_error", "a prediction must be a JSON object"))
+        elif errors:
+            problems.append(LineProblem(line, "schema_error", "; ".join(_describe(e) for e in errors[:5])))
+        else:
+            problem = _admit(line, obj, known_tasks, default_protocol, seen, predictions)
+            if problem:
+                problems.append(problem)
+    return PredictionFile(str(path), hashlib.sha256(raw).hexdigest(), tuple(predictions),
+                          tuple(sorted(problems, key=lambda p: p.line)))
+
+
+def _entries(text: str) -> tuple[list[tuple[int, Any]], list[LineProblem]]:
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            return [], [LineProblem(1, "malformed_json", f"the file looks like a JSON list but is not valid JSON: {exc}")]
+        return [(i + 1, item) for i, item in enumerate(items)], []
+    entries, problems = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entries.append((number, json.loads(line)))
+        except ValueError as exc:
+            problems.append(LineProblem(number, "malformed_json", f"not valid JSON ({exc.msg} at column {exc.colno})"))
+    return entries, problems
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(p) for p in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+def _admit(line: int, obj: dict[str, Any], known_tasks: set[str], default_protocol: str | None,
+           seen: dict[tuple[str, str, str, str], int], predictions: list[Prediction]) -> LineProblem | None:
+    task_id = obj.get("task_id") or obj["instance_id"]
+    if task_id not in known_tasks:
+        return LineProblem(line, "unknown_task", f"unknown task {task_id!r}; the dataset has {len(known_tasks)} tasks")
+    protocol = obj.get("protocol") or default_protocol
+    if protocol not in PROTOCOLS:
+        hint = "give `protocol` on the line or --protocol" if protocol is None else f"choose one of {', '.join(PROTOCOLS)}"
+        return LineProblem(line, "unknown_protocol", f"unknown protocol {protocol!r}: {hint}")
+    prediction = Prediction(
+        line, task_id, protocol, obj["model_name_or_path"], obj.get("run_id"), obj.get("model_patch") or "",
+        tuple(obj.get("checkpoints") or ()), {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
+        obj.get("usage") or {},
+    )
+    if prediction.key in seen:
+        return LineProblem(line, "duplicate", f"same model, protocol, task and run_id as line {seen[prediction.key]}; skipped")
+    seen[prediction.key] = line
+    predictions.append(prediction)
+    return None

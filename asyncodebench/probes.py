@@ -1,0 +1,114 @@
+"""Run a task's dependency probes on the current workspace, and read each selector's status from the runs.
+
+The official method runs one pytest process per selector. Here all selectors run in one process, and a selector
+is run alone only when the shared run cannot stand for it: the process ended abnormally (usage error such as an
+unknown node id, internal error, interruption, a timeout, no report), or the selector's tests took so long that
+alone they would have hit the per-selector limit. Statuses are therefore the per-selector ones (METRICS 0.1,
+decision 8); tests/test_probe_equivalence.py proves it on real containers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from asyncodebench.grading import SelectorResult, node_matches, selector_status
+from asyncodebench.sandbox import Sandbox
+from asyncodebench.spec import TaskSpec
+from asyncodebench.workspace import IO_DIR, KILL_GRACE_SECONDS, read_exit_code, read_report, read_tail, timed_shell
+
+NORMAL_EXIT_CODES = (0, 1)  # tests ran; some may have failed
+TIMEOUT_EXIT_CODES = (124, 137, -1)
+DURATION_MARGIN_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class ProbeCall:
+    """One pytest process over some selectors: its exit code and the per-node outcomes of its report."""
+
+    selectors: tuple[str, ...]
+    exit_code: int | None
+    timed_out: bool
+    tests: tuple[dict[str, Any], ...]  # {nodeid, outcome, duration}
+    report_found: bool
+    output_tail: str
+
+    @property
+    def normal(self) -> bool:
+        return self.report_found and not self.timed_out and self.exit_code in NORMAL_EXIT_CODES
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """All probe processes of one workspace state: a shared run, then any selectors run alone."""
+
+    mode: str  # "batch", "batch+per_selector" or "per_selector"
+    calls: tuple[ProbeCall, ...]
+    probe_timeout: int
+
+
+def run_probes(box: Sandbox, spec: TaskSpec, probe_timeout: int) -> ProbeRun:
+    """Probe every selector of `spec` in the container's current workspace."""
+    selectors = spec.selectors
+    if not selectors:
+        return ProbeRun("batch", (), probe_timeout)
+    batch = _call(box, spec, selectors, probe_timeout, "probe-batch")
+    alone = selectors if not batch.normal else _slow_selectors(batch, probe_timeout)
+    calls = [batch] + [_call(box, spec, (s,), probe_timeout, f"probe-{i}") for i, s in enumerate(alone)]
+    mode = "batch" if not alone else ("per_selector" if not batch.normal else "batch+per_selector")
+    return ProbeRun(mode, tuple(calls), probe_timeout)
+
+
+def _call(box: Sandbox, spec: TaskSpec, selectors: Sequence[str], timeout: int, name: str) -> ProbeCall:
+    report_path = f"{IO_DIR}/{name}.json"
+    # Plain `python -m pytest`: probes do not use the evaluator's flags (METRICS 0.1).
+    command = (spec.interpreter, "-m", "pytest", "--json-report", f"--json-report-file={report_path}",
+               "--continue-on-collection-errors", *selectors)
+    box.exec(f"rm -f {report_path}", 60)
+    run = box.exec(timed_shell(spec.workdir, command, timeout, name), timeout + KILL_GRACE_SECONDS)
+    exit_code = None if run.killed_by_watchdog else read_exit_code(box, name)
+    report = None if run.killed_by_watchdog else read_report(box, report_path)
+    timed_out = run.killed_by_watchdog or exit_code in TIMEOUT_EXIT_CODES
+    tests = tuple(_node(t) for t in (report or {}).get("tests") or [] if isinstance(t, dict))
+    tail = "" if run.killed_by_watchdog else read_tail(box, name)
+    return ProbeCall(tuple(selectors), exit_code, timed_out, tests, report is not None and report != {}, tail[-4000:])
+
+
+def _node(test: Mapping[str, Any]) -> dict[str, Any]:
+    duration = sum(float((test.get(stage) or {}).get("duration") or 0) for stage in ("setup", "call", "teardown"))
+    return {"nodeid": str(test.get("nodeid")), "outcome": str(test.get("outcome")), "duration": round(duration, 4)}
+
+
+def _slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:
+    """Selectors whose tests ran close to the per-selector limit: alone they might time out."""
+    slow = []
+    for selector in batch.selectors:
+        spent = sum(t["duration"] for t in batch.tests if node_matches(selector, t["nodeid"]))
+        if spent > probe_timeout - DURATION_MARGIN_SECONDS:
+            slow.append(selector)
+    return tuple(slow)
+
+
+def selector_results(run: ProbeRun | None, selectors: Sequence[str]) -> dict[str, SelectorResult]:
+    """Each selector's status: from its own process when it had one, else from the shared run.
+
+    With no probe run at all (the container was killed), every selector counts as not collected.
+    """
+    results = {}
+    for selector in selectors:
+        call = _call_for(run, selector)
+        if call is None:
+            results[selector] = selector_status(selector, [], None, False)
+        else:
+            results[selector] = selector_status(selector, call.tests, call.exit_code, call.timed_out)
+    return results
+
+
+def _call_for(run: ProbeRun | None, selector: str) -> ProbeCall | None:
+    if run is None:
+        return None
+    own = [c for c in run.calls if c.selectors == (selector,)]
+    if own:
+        return own[-1]
+    shared = [c for c in run.calls if selector in c.selectors and c.normal]
+    return shared[0] if shared else None

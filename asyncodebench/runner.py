@@ -1,0 +1,220 @@
+"""Evaluate a predictions file against the published rows: resumable, parallel, infrastructure kept apart.
+
+One way for data to flow: rows -> task specs; predictions file -> valid predictions (+ line problems); each
+prediction -> container -> evidence -> result, all saved under the run folder; the results -> the run report.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import platform
+import sys
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asyncodebench import __version__
+from asyncodebench.evaluation import Settings, evaluate_patch
+from asyncodebench.images import MATCH, ImageStatus, local_status, pull
+from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
+from asyncodebench.rows import PublishedRows, load_published
+from asyncodebench.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.scoring import infrastructure_result, score
+from asyncodebench.spec import TaskSpec
+from asyncodebench import store
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs; the CLI only fills this in."""
+
+    predictions: Path
+    dataset: str
+    revision: str | None
+    run_id: str
+    output_dir: Path
+    max_workers: int = 1
+    tasks: tuple[str, ...] = ()
+    default_protocol: str | None = None
+    force: bool = False
+    rescore: bool = False
+    pull: bool = False
+    overlays_dir: Path | None = None
+    settings: Settings = field(default_factory=Settings)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.output_dir / self.run_id
+
+
+@dataclass
+class RunState:
+    """What a run found and did, handed to the report."""
+
+    published: PublishedRows
+    specs: dict[str, TaskSpec]
+    file: PredictionFile
+    images: dict[str, ImageStatus]
+    started_at: str
+    evaluated_now: int = 0
+    skipped_finished: int = 0
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def prepare_run(config: RunConfig) -> RunState:
+    """Load rows and predictions; report bad lines; nothing runs yet."""
+    published = load_published(config.dataset, config.revision)
+    specs = {t["task_id"]: TaskSpec.from_rows(t, published.rows.dependencies) for t in published.rows.tasks}
+    unknown = [t for t in config.tasks if t not in specs]
+    if unknown:
+        raise ValueError(f"--tasks names unknown task(s) {unknown}; the dataset has {sorted(specs)}")
+    if config.tasks:
+        specs = {t: s for t, s in specs.items() if t in config.tasks}
+    file = read_predictions(config.predictions, set(specs), config.default_protocol)
+    return RunState(published, specs, file, {}, now())
+
+
+def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[str, Any]]:
+    """Evaluate (or rescore) every valid prediction; return the results in file order."""
+    folders = {p.line: config.run_dir / "predictions" / p.slug for p in state.file.predictions}
+    for prediction in state.file.predictions:
+        store.write_atomic(folders[prediction.line] / store.PATCH, _patch_bytes(prediction.model_patch))
+    if config.rescore:
+        _rescore(state, folders)
+    else:
+        _evaluate_all(config, state, folders, progress)
+    return [store.read_json(folders[p.line] / store.RESULT) for p in state.file.predictions
+            if (folders[p.line] / store.RESULT).exists()]
+
+
+def _patch_bytes(patch: str) -> bytes:
+    """Patches with invalid UTF-8 arrive as surrogate escapes; give the container back the original bytes."""
+    try:
+        return patch.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return patch.encode("utf-8", errors="surrogatepass")
+
+
+def _rescore(state: RunState, folders: dict[int, Path]) -> None:
+    for prediction in state.file.predictions:
+        folder = folders[prediction.line]
+        if (folder / store.EXECUTION).exists():
+            _write_result(folder, score(state.specs[prediction.task_id], prediction, store.load_evidence(folder)))
+
+
+def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], progress: Any) -> None:
+    pending = [p for p in state.file.predictions if config.force or not store.is_finished(folders[p.line])]
+    state.skipped_finished = len(state.file.predictions) - len(pending)
+    if not pending:
+        return
+    try:
+        client = docker_client()
+    except SandboxUnavailableError as exc:
+        for prediction in pending:
+            _write_result(folders[prediction.line], infrastructure_result(prediction, "docker_unavailable", str(exc)))
+        return
+    remove_run_containers(client, config.run_id)  # leftovers of an interrupted run
+    state.images.update(_check_images(client, config, state, {p.task_id for p in pending}))
+    overlays = _load_overlays(config, state.specs)
+    with ThreadPoolExecutor(max_workers=config.max_workers) as pool:
+        futures = {pool.submit(_evaluate_one, client, config, state, p, folders[p.line], overlays): p for p in pending}
+        try:
+            for future in as_completed(futures):
+                future.result()
+                state.evaluated_now += 1
+                if progress is not None:
+                    progress.update(1)
+        except KeyboardInterrupt:
+            for future in futures:
+                future.cancel()
+            remove_run_containers(client, config.run_id)
+            raise
+
+
+def _check_images(client: Any, config: RunConfig, state: RunState, task_ids: set[str]) -> dict[str, ImageStatus]:
+    statuses = {}
+    for task_id in sorted(task_ids):
+        spec = state.specs[task_id]
+        status = local_status(client, task_id, spec.image, spec.pinned_ref)
+        if status.state != MATCH and config.pull:
+            status = pull(client, task_id, spec.image, spec.pinned_ref)
+        statuses[task_id] = status
+    return statuses
+
+
+def _load_overlays(config: RunConfig, specs: dict[str, TaskSpec]) -> dict[str, bytes | str]:
+    """Overlay patches by path, verified by sha256; a problem is kept as a message for the affected tasks."""
+    found: dict[str, bytes | str] = {}
+    for spec in specs.values():
+        for path, sha256 in spec.overlays:
+            if config.overlays_dir is None:
+                found[path] = (f"{spec.task_id} needs the upstream overlay {path}: pass --overlays-dir with a "
+                               "checkout of the upstream AsynCodeBench repository")
+                continue
+            try:
+                data = (config.overlays_dir / path).read_bytes()
+            except OSError as exc:
+                found[path] = f"overlay {path} not readable under {config.overlays_dir}: {exc}"
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            found[path] = data if digest == sha256 else f"overlay {path} has sha256 {digest}, the row pins {sha256}"
+    return found
+
+
+def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: Prediction, folder: Path,
+                  overlays: dict[str, bytes | str]) -> None:
+    spec = state.specs[prediction.task_id]
+    image = state.images[prediction.task_id]
+    if image.state != MATCH:
+        what = f"image {spec.pinned_ref} is {image.state}: {image.detail or 'see scripts/check_images.py'}"
+        _write_result(folder, infrastructure_result(prediction, f"image_{image.state}", what))
+        return
+    problems = [v for path, _ in spec.overlays if isinstance(v := overlays[path], str)]
+    if problems:
+        _write_result(folder, infrastructure_result(prediction, "overlay_missing", "; ".join(problems)))
+        return
+    try:
+        evidence = evaluate_patch(client, spec, _patch_bytes(prediction.model_patch), config.run_id,
+                                  config.settings, {p: overlays[p] for p, _ in spec.overlays})  # type: ignore[misc]
+    except SandboxUnavailableError as exc:
+        _write_result(folder, infrastructure_result(prediction, "sandbox_unavailable", str(exc)))
+        return
+    except Exception:  # a harness bug must not sink the other predictions, nor pass as a model failure
+        _write_result(folder, infrastructure_result(prediction, "harness_error", traceback.format_exc()[-4000:]))
+        return
+    store.save_evidence(folder, evidence)
+    _write_result(folder, score(spec, prediction, evidence))
+
+
+def _write_result(folder: Path, result: dict[str, Any]) -> None:
+    checkpoint = result.pop("checkpoint", None)
+    if checkpoint is not None:
+        import json
+
+        store.write_atomic(folder / store.CHECKPOINTS, json.dumps(checkpoint) + "\n")
+    store.write_json(folder / store.RESULT, result)
+
+
+def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
+    """Who ran what against which data: enough to reproduce or audit the run."""
+    return {
+        "run_id": config.run_id,
+        "tool": {"name": "asyncodebench", "version": __version__, "python": platform.python_version()},
+        "dataset": {"id": state.published.dataset, "revision": state.published.revision,
+                    "resolved_commit": state.published.resolved_commit},
+        "predictions_file": {"path": state.file.path, "sha256": state.file.sha256},
+        "settings": {"timeout_seconds": config.settings.timeout, "probe_timeout_seconds": config.settings.probe_timeout,
+                     "run_probes": config.settings.run_probes, "max_workers": config.max_workers,
+                     "limits": asdict(config.settings.limits), "default_protocol": config.default_protocol,
+                     "tasks": list(config.tasks), "mode": "rescore" if config.rescore else "evaluate"},
+        "images": {t: s.as_dict() for t, s in sorted(state.images.items())},
+        "started_at": state.started_at,
+        "finished_at": now(),
+        "command": " ".join(sys.argv),
+    }

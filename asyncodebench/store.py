@@ -1,0 +1,106 @@
+"""The run folder on disk: one folder per prediction with fixed file names, every file written atomically.
+
+    <output_dir>/<run_id>/run.json                       run metadata
+    <output_dir>/<run_id>/predictions/<slug>/patch.diff  the predicted patch, as given
+        execution.json   preparation and evaluator facts     evaluator_output.txt  last MB of output
+        report.json      the raw pytest-json-report          probes.json           raw probe runs
+        dependency_probe_checkpoints.jsonl                    checkpoints in the upstream layout
+        result.json      the graded result: present with status "evaluated" means finished
+
+A prediction is finished when its `result.json` says "evaluated"; anything else is redone on the next run, so an
+interrupted run (even `kill -9`) resumes without losing or recomputing finished work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from asyncodebench.evaluation import Evidence, Preparation
+from asyncodebench.probes import ProbeCall, ProbeRun
+
+PATCH, EXECUTION, OUTPUT, REPORT, PROBES = "patch.diff", "execution.json", "evaluator_output.txt", "report.json", "probes.json"
+CHECKPOINTS, RESULT, RUN = "dependency_probe_checkpoints.jsonl", "result.json", "run.json"
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write via a temporary file and a rename, so a reader (or a resumed run) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, value: Any) -> None:
+    write_atomic(path, json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def is_finished(folder: Path) -> bool:
+    try:
+        return read_json(folder / RESULT).get("status") == "evaluated"
+    except (FileNotFoundError, ValueError):
+        return False
+
+
+def save_evidence(folder: Path, evidence: Evidence) -> None:
+    write_json(folder / EXECUTION, evidence.execution_record())
+    write_atomic(folder / OUTPUT, evidence.output)
+    if evidence.report is not None:
+        write_json(folder / REPORT, evidence.report)
+    else:
+        (folder / REPORT).unlink(missing_ok=True)
+    write_json(folder / PROBES, _probes_record(evidence.probes))
+
+
+def load_evidence(folder: Path) -> Evidence:
+    """Rebuild the evidence saved in `folder`, for rescoring without containers.
+
+    Raises:
+        FileNotFoundError: the folder lacks the execution record; the prediction was never evaluated.
+    """
+    execution = read_json(folder / EXECUTION)
+    report_path = folder / REPORT
+    prep = execution["preparation"]
+    preparation = Preparation(**{k: tuple(v) if isinstance(v, list) else v for k, v in prep.items()})
+    return Evidence(
+        preparation=preparation, exit_code=execution["exit_code"], timed_out=execution["timed_out"],
+        killed_by_watchdog=execution["killed_by_watchdog"], evaluator_seconds=execution["evaluator_seconds"],
+        output=(folder / OUTPUT).read_text(encoding="utf-8", errors="replace"),
+        report=read_json(report_path) if report_path.exists() else None,
+        probes=_probes_from(read_json(folder / PROBES)), container_name=execution["container_name"],
+        command=tuple(execution["command"]),
+    )
+
+
+def _probes_record(run: ProbeRun | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {"mode": run.mode, "probe_timeout": run.probe_timeout, "calls": [
+        {"selectors": list(c.selectors), "exit_code": c.exit_code, "timed_out": c.timed_out, "tests": list(c.tests),
+         "report_found": c.report_found, "output_tail": c.output_tail} for c in run.calls]}
+
+
+def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
+    if record is None:
+        return None
+    calls = tuple(
+        ProbeCall(tuple(c["selectors"]), c["exit_code"], c["timed_out"], tuple(c["tests"]), c["report_found"],
+                  c["output_tail"])
+        for c in record["calls"]
+    )
+    return ProbeRun(record["mode"], calls, record["probe_timeout"])
