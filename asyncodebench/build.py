@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from asyncodebench.sources import Rows, load_release, read_yaml, rows_from_task_files
 from asyncodebench.validation import validate_rows
@@ -24,7 +25,7 @@ CITATION = """@misc{asyncodebench2026,
 def build_release(data_dir: Path) -> Rows:
     """Rows of the release in `data_dir`, validated against the schemas and each other."""
     release, rows = load_release(data_dir)
-    validate_rows(rows, release.get("expected_counts"))
+    validate_rows(rows, release.get("expected_counts"), counts_source=str(data_dir / "release.yaml"))
     return rows
 
 
@@ -35,5 +36,7 @@ def build_task_rows(task_file: Path, protocols_file: Path, digest: str | None = 
     return rows
 
 
-def release_metadata(data_dir: Path) -> dict:
-    return read_yaml(data_dir / "release.yaml")
+def release_metadata(data_dir: Path) -> dict[str, Any]:
+    """The release file's fields (identity, upstream release, expected counts, task order)."""
+    release: dict[str, Any] = read_yaml(data_dir / "release.yaml")
+    return release

@@ -1,4 +1,4 @@
-"""Export the built configurations as Parquet and write the dataset card's YAML front matter.
+"""Export the built configurations as Parquet, write the dataset card's YAML front matter and the third-party notices.
 
 Building is deterministic: the rows come from the sources in a fixed order and the Parquet writer is the one
 `datasets` uses, so a fresh export is byte-identical to the committed files (`--check` proves it).
@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from asyncodebench.build import build_release
+from asyncodebench.build import build_release, release_metadata
 from asyncodebench.features import FEATURES
+from asyncodebench.notices import NOTICES_NAME, render_notices
 from asyncodebench.problems import SourceError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +31,14 @@ def parquet_path(root: Path, config: str) -> Path:
 
 
 def export(builder_cls: type, data_dir: Path, out_root: Path) -> dict[str, Any]:
-    """Write `out_root/data/<config>/test-00000-of-00001.parquet` for every config; return the card's YAML.
+    """Write `out_root/data/<config>/test-00000-of-00001.parquet` for every config and `out_root/THIRD_PARTY_NOTICES.md`;
+    return the card's YAML.
 
     Raises:
         SourceError: the sources are invalid; nothing is written.
     """
-    build_release(data_dir)  # validate everything before writing anything
+    rows = build_release(data_dir)  # validate everything before writing anything
+    notices = render_notices(rows.tasks, str(release_metadata(data_dir)["upstream_release"]))
     infos = {}
     with tempfile.TemporaryDirectory() as tmp:
         staged = {}
@@ -51,6 +54,7 @@ def export(builder_cls: type, data_dir: Path, out_root: Path) -> dict[str, Any]:
             target = parquet_path(out_root, config)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(path), target)
+        (out_root / NOTICES_NAME).write_text(notices, encoding="utf-8")
         return card_yaml({c: (ds.features, len(ds), size) for c, (ds, size) in infos.items()})
 
 
@@ -73,7 +77,7 @@ def card_yaml(configs: dict[str, tuple[Any, int, int]]) -> dict[str, Any]:
 
 def write_front_matter(readme: Path, generated: dict[str, Any]) -> None:
     """Replace the generated keys of the README's YAML front matter, keeping the hand-written keys and the body."""
-    text = readme.read_text(encoding="utf-8")
+    text = readme.read_text(encoding="utf-8") if readme.exists() else ""  # a fresh --out-dir starts a card
     meta, body = split_front_matter(text)
     meta.update(generated)
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=120)
@@ -91,36 +95,55 @@ def check(builder_cls: type, data_dir: Path, root: Path) -> list[str]:
     """Rebuild in a scratch folder; return the files that differ from the committed ones (empty when identical)."""
     with tempfile.TemporaryDirectory() as tmp:
         generated = export(builder_cls, data_dir, Path(tmp))
+        expected = [parquet_path(Path(), c) for c in FEATURES] + [Path(NOTICES_NAME)]
         differing = [
-            str(parquet_path(root, c).relative_to(root)) for c in FEATURES
-            if not parquet_path(root, c).exists() or not filecmp.cmp(parquet_path(Path(tmp), c), parquet_path(root, c), shallow=False)
+            str(rel) for rel in expected
+            if not (root / rel).exists() or not filecmp.cmp(Path(tmp) / rel, root / rel, shallow=False)
         ]
-        meta, _ = split_front_matter((root / "README.md").read_text(encoding="utf-8"))
-        if any(meta.get(key) != value for key, value in generated.items()):
-            differing.append("README.md (front matter)")
+    readme = root / "README.md"
+    meta, _ = split_front_matter(readme.read_text(encoding="utf-8")) if readme.exists() else ({}, "")
+    if any(meta.get(key) != value for key, value in generated.items()):
+        differing.append("README.md (front matter)")
     return differing
 
 
-def main(builder_cls: type, argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Export the AsynCodeBench Parquet files and card YAML from data/.")
+def main(builder_cls: type, argv: list[str] | None = None) -> None:
+    """Command line of `AsynCodeBench.py`; exits 0 when done or up to date, 1 when out of date, 2 on bad sources."""
+    parser = argparse.ArgumentParser(description="Export the AsynCodeBench Parquet files, card YAML and notices from data/.")
     parser.add_argument("--check", action="store_true", help="rebuild and compare with the committed files; write nothing")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "data", help="the sources (default: data/)")
+    parser.add_argument("--out-dir", type=Path, default=ROOT,
+                        help="the folder holding data/<config>/, README.md and THIRD_PARTY_NOTICES.md (default: the repository root)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
         if args.check:
-            differing = check(builder_cls, args.data_dir, ROOT)
+            differing = check(builder_cls, args.data_dir, args.out_dir)
             if differing:
                 print("out of date (run `python AsynCodeBench.py` and commit):\n  " + "\n  ".join(differing))
                 sys.exit(1)
             print(f"up to date: a fresh build is byte-identical ({time.perf_counter() - started:.1f} s)")
             sys.exit(0)
-        generated = export(builder_cls, args.data_dir, ROOT)
-        write_front_matter(ROOT / "README.md", generated)
+        generated = export(builder_cls, args.data_dir, args.out_dir)
+        write_front_matter(args.out_dir / "README.md", generated)
     except SourceError as exc:
         print(exc, file=sys.stderr)
         sys.exit(2)
     for config in FEATURES:
-        print(f"wrote {parquet_path(ROOT, config).relative_to(ROOT)}")
+        print(f"wrote {parquet_path(args.out_dir, config)}")
+    print(f"wrote {args.out_dir / NOTICES_NAME}")
     print(f"updated the README.md front matter ({time.perf_counter() - started:.1f} s)")
     sys.exit(0)
+
+
+def write_rows(rows: Any, out_root: Path) -> None:
+    """Write already validated rows as a published folder (`data/<config>/test-00000-of-00001.parquet`).
+
+    For datasets made outside the release sources, such as the demo task pinned to the image built on this machine.
+    """
+    import datasets
+
+    for config, rows_of in rows.by_config().items():
+        target = parquet_path(out_root, config)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        datasets.Dataset.from_list(rows_of, features=FEATURES[config]).to_parquet(str(target))

@@ -273,7 +273,7 @@ def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: i
     )
 
 
-def _matches(selector: str, nodeid: str) -> bool:
+def node_matches(selector: str, nodeid: str) -> bool:
     """A node belongs to a selector when it is the selector itself or the selector plus a `[param]` suffix."""
     return nodeid == selector or (nodeid.startswith(selector + "[") and nodeid.endswith("]"))
 
@@ -296,7 +296,7 @@ def selector_status(
     matched = tuple(
         NodeOutcome(nodeid=str(test["nodeid"]), outcome=str(test.get("outcome")))
         for test in report_tests
-        if isinstance(test.get("nodeid"), str) and _matches(selector, test["nodeid"])
+        if isinstance(test.get("nodeid"), str) and node_matches(selector, test["nodeid"])
     )
     if not matched:
         stopped = timed_out or exit_code in (TIMEOUT_EXIT_CODE, -1)

@@ -7,6 +7,7 @@ dependency counts, pinned references and the full problem statement are derived 
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ DEPENDENCY_FIELDS = {
     "consumer_agent", "producer_files", "consumer_files", "contract_summary", "upstream_probe_tests",
     "downstream_probe_tests", "integrated_probe_tests", "metrics_enabled", "audit_note",
 }
+PROTOCOL_FIELDS = (
+    "protocol_id", "display_name", "execution_mode", "concurrent_execution", "online", "communication_condition",
+    "assignments", "profile",
+)
 ASSIGNMENT_FIELDS = ("agent_id", "role", "subproblem_id", "writable_paths", "primary_test_targets")
 BUDGET_FIELDS = (
     "profile_id", "profile_file", "unit", "manager_max_iterations", "subagent_max_iterations", "max_rounds_chat",
@@ -73,7 +78,8 @@ def rows_from_task_files(task_files: list[Path], protocols_file: Path, digest_ov
     the user's machine and so gets its digest there.
     """
     protocol_table = read_yaml(protocols_file)
-    rows, problems = Rows(), []
+    rows, problems = Rows(), protocol_table_problems(protocol_table, protocols_file)
+    table_is_sound = not problems  # a bad table is reported once, not once per task
     for path in task_files:
         source = read_yaml(path)
         if not isinstance(source, dict):
@@ -92,7 +98,7 @@ def rows_from_task_files(task_files: list[Path], protocols_file: Path, digest_ov
         for dep in dependency_rows(source):
             rows.dependencies.append(dep)
             rows.origin[dep["dependency_id"]] = str(path)
-        for scenario in scenario_rows(source, protocol_table, path, problems):
+        for scenario in scenario_rows(source, protocol_table) if table_is_sound else []:
             rows.scenarios.append(scenario)
             rows.origin[scenario["scenario_id"]] = str(path)
     if problems:
@@ -102,22 +108,36 @@ def rows_from_task_files(task_files: list[Path], protocols_file: Path, digest_ov
 
 def _check_field_names(path: Path, source: dict[str, Any]) -> list[Problem]:
     row = str(source.get("task_id", "-"))
-    problems = [Problem(str(path), row, key, "unknown field (mistyped?)") for key in source if key not in TASK_FIELDS]
-    problems += [
-        Problem(str(path), row, key, "missing field")
-        for key in sorted(TASK_FIELDS - OPTIONAL_TASK_FIELDS) if key not in source
-    ]
+    problems = _field_name_problems(path, row, source, TASK_FIELDS, OPTIONAL_TASK_FIELDS)
     for i, dep in enumerate(source.get("dependencies") or []):
         if not isinstance(dep, dict):
             problems.append(Problem(str(path), row, f"dependencies[{i}]", "must be a mapping"))
             continue
         dep_row = str(dep.get("dependency_id", f"dependencies[{i}]"))
-        problems += [Problem(str(path), dep_row, k, "unknown field (mistyped?)") for k in dep if k not in DEPENDENCY_FIELDS]
-        problems += [
-            Problem(str(path), dep_row, k, "missing field")
-            for k in sorted(DEPENDENCY_FIELDS - {"audit_note"}) if k not in dep
-        ]
+        problems += _field_name_problems(path, dep_row, dep, DEPENDENCY_FIELDS, {"audit_note"})
     return problems
+
+
+def _field_name_problems(
+    path: Path, row: str, mapping: dict[str, Any], known: set[str], optional: set[str]
+) -> list[Problem]:
+    """Unknown and missing fields, one problem each; a misspelt name is one problem, not an unknown plus a missing.
+
+    The close-match pairing exists because a typo otherwise produces two messages for one mistake, and the second
+    ("missing field") sends the editor looking for something they did write.
+    """
+    missing = sorted(known - optional - mapping.keys())
+    problems = []
+    for key in mapping:
+        if key in known:
+            continue
+        guess = difflib.get_close_matches(str(key), missing, n=1)
+        if guess:
+            missing.remove(guess[0])
+            problems.append(Problem(str(path), row, str(key), f"unknown field; rename it to {guess[0]!r}"))
+        else:
+            problems.append(Problem(str(path), row, str(key), "unknown field; remove it or fix its name"))
+    return problems + [Problem(str(path), row, key, "missing field") for key in missing]
 
 
 def task_row(source: dict[str, Any], prose_file: Path) -> dict[str, Any]:
@@ -170,10 +190,30 @@ def dependency_rows(source: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def scenario_rows(
-    source: dict[str, Any], table: dict[str, Any], path: Path, problems: list[Problem]
-) -> list[dict[str, Any]]:
-    """One `scenarios` row per protocol of the protocol table, in table order."""
+def protocol_table_problems(table: Any, path: Path) -> list[Problem]:
+    """Defects of the protocol table, named against `protocols.yaml` itself (row = protocol id)."""
+    if not isinstance(table, dict) or not isinstance(table.get("protocols"), list):
+        return [Problem(str(path), "-", "protocols", "the table must map `protocols` to a list")]
+    ids = [p.get("protocol_id") for p in table["protocols"] if isinstance(p, dict)]
+    problems = []
+    for i, protocol in enumerate(table["protocols"]):
+        if not isinstance(protocol, dict):
+            problems.append(Problem(str(path), f"protocols[{i}]", "-", "each protocol must be a mapping of fields"))
+            continue
+        pid = str(protocol.get("protocol_id", f"protocols[{i}]"))
+        missing = [key for key in PROTOCOL_FIELDS if key not in protocol]
+        problems += [Problem(str(path), pid, key, "missing field") for key in missing]
+        owner = protocol.get("assignments")
+        if "assignments" not in missing and owner not in ("single", "specialists") and owner not in ids:
+            problems.append(Problem(str(path), pid, "assignments",
+                                    f"{owner!r} is neither `single`, `specialists` nor a protocol id of {ids}"))
+        if "profile" not in missing and protocol["profile"] not in (table.get("profiles") or {}):
+            problems.append(Problem(str(path), pid, "profile", f"unknown profile {protocol['profile']!r}"))
+    return problems
+
+
+def scenario_rows(source: dict[str, Any], table: dict[str, Any]) -> list[dict[str, Any]]:
+    """One `scenarios` row per protocol of the (already checked) protocol table, in table order."""
     task_id = source.get("task_id")
     by_id = {p["protocol_id"]: p for p in table["protocols"]}
     rows = []
@@ -181,17 +221,11 @@ def scenario_rows(
         pid = protocol["protocol_id"]
         owner = protocol["assignments"]  # single | specialists | another protocol's id
         base = by_id.get(owner, protocol)
-        if owner not in ("single", "specialists") and owner not in by_id:
-            problems.append(Problem(str(path), task_id, "assignments", f"protocol {pid} reuses unknown protocol {owner}"))
-            continue
         assignments = _assignments_for(source, base["assignments"])
         condition = base["communication_condition"]
         if condition == "per_task":
             condition = (source.get("communication_conditions") or {}).get(base["protocol_id"])
-        profile = table["profiles"].get(protocol["profile"])
-        if profile is None:
-            problems.append(Problem(str(path), task_id, "profile", f"protocol {pid} names unknown profile"))
-            continue
+        profile = table["profiles"][protocol["profile"]]
         rows.append({
             "scenario_id": f"{task_id}/{pid}",
             "task_id": task_id,

@@ -20,6 +20,8 @@ from asyncodebench.sources import Rows
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 ROW_SCHEMAS = {"tasks": "task", "scenarios": "scenario", "dependencies": "dependency"}
 ID_FIELDS = {"tasks": "task_id", "scenarios": "scenario_id", "dependencies": "dependency_id"}
+# Row fields computed from other fields: when their source is invalid, only the source's problem is reported.
+DERIVED_FROM = {"container_pinned_ref": {"container_image", "container_digest"}}
 MULTI_AGENT_PROTOCOLS = ("serial_specialists", "async_private", "caid_manager", "async_manager")
 
 
@@ -35,15 +37,20 @@ def validator(name: str) -> jsonschema.protocols.Validator:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def validate_rows(rows: Rows, expected_counts: dict[str, int] | None = None) -> None:
-    """Raise `SourceError` listing every problem; return quietly when the rows are sound."""
+def validate_rows(
+    rows: Rows, expected_counts: dict[str, int] | None = None, counts_source: str = "data/release.yaml"
+) -> None:
+    """Raise `SourceError` listing every problem; return quietly when the rows are sound.
+
+    `counts_source` names the file that declared `expected_counts`, so a count mismatch points at the file to edit.
+    """
     problems = _schema_problems(rows)
     problems += _id_problems(rows)
     if expected_counts:
         for config, rows_of in rows.by_config().items():
-            if len(rows_of) != expected_counts[config]:
-                problems.append(Problem("data/release.yaml", "-", f"expected_counts.{config}",
-                                        f"expected {expected_counts[config]} rows, built {len(rows_of)}"))
+            if len(rows_of) != expected_counts.get(config):
+                problems.append(Problem(counts_source, "-", f"expected_counts.{config}",
+                                        f"declares {expected_counts.get(config)} rows, the sources give {len(rows_of)}"))
     problems += _cross_reference_problems(rows)
     if problems:
         raise SourceError(problems)
@@ -56,8 +63,12 @@ def _schema_problems(rows: Rows) -> list[Problem]:
         id_field = ID_FIELDS[config]
         for row in rows_of:
             row_id = str(row.get(id_field))
-            for error in sorted(check.iter_errors(row), key=lambda e: list(e.absolute_path)):
+            errors = sorted(check.iter_errors(row), key=lambda e: [str(p) for p in e.absolute_path])
+            bad_fields = {str(e.absolute_path[0]) for e in errors if e.absolute_path}
+            for error in errors:
                 where = ".".join(str(p) for p in error.absolute_path) or "(row)"
+                if DERIVED_FROM.get(where, set()) & bad_fields:
+                    continue  # an echo of the source field's own problem, reported there
                 problems.append(Problem(rows.origin.get(row_id, config), row_id, where, error.message))
     return problems
 

@@ -1,0 +1,63 @@
+"""Assemble the Hub folder of a release and upload it.
+
+The Hub gets the card, the Parquet files, the license files and the citation; never the builder or the sources
+(a `<repo name>.py` at the root of a Hub repo makes `load_dataset` refuse it since datasets 4.0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from asyncodebench.export import PARQUET_NAME
+from asyncodebench.features import FEATURES
+
+ROOT = Path(__file__).resolve().parent.parent
+TOP_LEVEL_FILES = ("README.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.cff")
+
+
+@dataclass(frozen=True)
+class HubFile:
+    path: str
+    size: int
+    sha256: str
+
+
+def hub_files(root: Path = ROOT) -> list[Path]:
+    """The files the Hub repository holds, relative to `root`."""
+    files = [Path(name) for name in TOP_LEVEL_FILES]
+    files += [Path("data") / config / PARQUET_NAME for config in FEATURES]
+    missing = [str(f) for f in files if not (root / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"cannot assemble the Hub folder, missing: {', '.join(missing)} (run `python AsynCodeBench.py`)")
+    return files
+
+
+def assemble(out_dir: Path, root: Path = ROOT) -> list[HubFile]:
+    """Copy the Hub files into an empty `out_dir`; return what was copied."""
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise FileExistsError(f"{out_dir} is not empty; give a new folder")
+    listed = []
+    for rel in hub_files(root):
+        target = out_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, target)
+        data = target.read_bytes()
+        listed.append(HubFile(str(rel), len(data), hashlib.sha256(data).hexdigest()))
+    return listed
+
+
+def upload(folder: Path, repo_id: str, tag: str, token: str) -> str:
+    """Upload `folder` as the dataset repo's main branch and tag the resulting commit; return its SHA."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
+    commit = api.upload_folder(
+        repo_id=repo_id, repo_type="dataset", folder_path=str(folder), commit_message=f"Release {tag}",
+        delete_patterns=["*.py"],  # a stray loading script would break load_dataset
+    )
+    api.create_tag(repo_id, repo_type="dataset", tag=tag, revision=commit.oid, exist_ok=False)
+    return commit.oid

@@ -1,0 +1,114 @@
+"""The Hub folder holds exactly the published files, and the publish script never uploads without being asked."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from asyncodebench.publish import assemble
+
+ROOT = Path(__file__).resolve().parent.parent
+HUB_FILES = {
+    "README.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.cff",
+    "data/tasks/test-00000-of-00001.parquet",
+    "data/scenarios/test-00000-of-00001.parquet",
+    "data/dependencies/test-00000-of-00001.parquet",
+}
+
+
+class RecordingHub(http.server.BaseHTTPRequestHandler):
+    """Answers every request with 500 and remembers it, so any attempt to reach the Hub is seen."""
+
+    requests: ClassVar[list[str]] = []
+
+    def _record(self) -> None:
+        RecordingHub.requests.append(f"{self.command} {self.path}")
+        self.send_response(500)
+        self.end_headers()
+
+    do_GET = do_POST = do_PUT = do_HEAD = _record
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hub_endpoint() -> Iterator[str]:
+    RecordingHub.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def run_publish(out_dir: Path, *flags: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "scripts/publish.py", str(out_dir), *flags], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def files_under(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_assemble_copies_exactly_the_card_parquet_license_notices_and_citation(tmp_path: Path) -> None:
+    listed = assemble(tmp_path / "hub")
+    assert files_under(tmp_path / "hub") == HUB_FILES
+    assert {f.path for f in listed} == HUB_FILES
+    for rel in HUB_FILES:
+        assert (tmp_path / "hub" / rel).read_bytes() == (ROOT / rel).read_bytes(), rel
+
+
+def test_assembled_folder_carries_no_builder_and_no_sources(tmp_path: Path) -> None:
+    assemble(tmp_path / "hub")
+    present = files_under(tmp_path / "hub")
+    assert not [p for p in present if p.endswith(".py")]
+    assert not [p for p in present if p.endswith((".yaml", ".md")) and p.startswith("data/")]
+
+
+def test_assemble_refuses_a_non_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "hub").mkdir()
+    (tmp_path / "hub" / "notes.txt").write_text("keep me", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="not empty"):
+        assemble(tmp_path / "hub")
+    assert files_under(tmp_path / "hub") == {"notes.txt"}
+
+
+def test_assemble_names_the_missing_file_and_how_to_make_it(tmp_path: Path) -> None:
+    root = tmp_path / "kit"
+    for rel in HUB_FILES - {"THIRD_PARTY_NOTICES.md"}:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, root / rel)
+    with pytest.raises(FileNotFoundError, match=r"THIRD_PARTY_NOTICES\.md.*python AsynCodeBench\.py"):
+        assemble(tmp_path / "hub", root=root)
+
+
+def test_dry_run_lists_every_file_and_contacts_no_hub(tmp_path: Path, hub_endpoint: str) -> None:
+    env = {**os.environ, "HF_ENDPOINT": hub_endpoint, "HF_TOKEN": "hf_not_a_real_token", "HF_HOME": str(tmp_path / "hf")}
+    done = run_publish(tmp_path / "hub", "--dry-run", env=env)
+    assert done.returncode == 0, done.stderr
+    listed = {line.split()[-1] for line in done.stdout.splitlines() if line.split() and line.split()[-1] in HUB_FILES}
+    assert listed == HUB_FILES
+    assert "dry run" in done.stdout
+    assert RecordingHub.requests == []
+
+
+def test_without_token_and_without_dry_run_it_exits_2_and_says_what_to_set(tmp_path: Path, hub_endpoint: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env.update(HF_ENDPOINT=hub_endpoint, HF_HOME=str(tmp_path / "hf"))
+    done = run_publish(tmp_path / "hub", env=env)
+    assert done.returncode == 2
+    assert "HF_TOKEN" in done.stderr and "--dry-run" in done.stderr
+    assert RecordingHub.requests == []
