@@ -1,7 +1,8 @@
 """Evaluate one patch of one task in a fresh container and collect the raw evidence.
 
-The stages inside the container: prepare (base state, overlays, patch, restore tests, remove hazards), the
-evaluator under its time limit, then the dependency probes on the final state. Only raw facts come back here;
+The stages inside one container: [integrate agents' patches], then for each intermediate checkpoint state
+prepare + probes, then for the final state prepare (base state, overlays, patch, restore tests, remove hazards),
+the evaluator under its time limit and the dependency probes. Only raw facts come back here;
 grading them is `grading`'s job, so saved evidence can be regraded without containers.
 """
 
@@ -9,17 +10,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from asyncodebench.incontainer import prepare as prepare_script
+from asyncodebench.integration import AgentArtifact, Integration, integrate
 from asyncodebench.patches import touched_paths
 from asyncodebench.probes import ProbeRun, run_probes
 from asyncodebench.sandbox import Limits, Sandbox, SandboxUnavailableError
 from asyncodebench.spec import TaskSpec
-from asyncodebench.workspace import IO_DIR, KILL_GRACE_SECONDS, read_exit_code, read_report, read_tail, timed_shell
-
+from asyncodebench.workspace import (
+    IO_DIR, KILL_GRACE_SECONDS, read_exit_code, read_report, read_tail, script_bytes, timed_shell,
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,27 @@ class Preparation:
 
 
 @dataclass(frozen=True)
+class State:
+    """A workspace state to probe before the final one: a cumulative patch against the base (METRICS 0)."""
+
+    checkpoint_type: str  # agent_artifact | integration_after_merge | manager_integration
+    workspace_kind: str  # agent_workspace | integrated_workspace
+    agent_id: str | None
+    patch: bytes
+
+
+@dataclass(frozen=True)
+class StateEvidence:
+    """What the probes saw in one intermediate state."""
+
+    checkpoint_type: str
+    workspace_kind: str
+    agent_id: str | None
+    preparation: Preparation
+    probes: ProbeRun | None
+
+
+@dataclass(frozen=True)
 class Evidence:
     """The raw outcome of one evaluation, saved as artifacts and graded from them."""
 
@@ -60,42 +82,86 @@ class Evidence:
     probes: ProbeRun | None
     container_name: str
     command: tuple[str, ...]
+    states: tuple[StateEvidence, ...] = ()  # intermediate checkpoints, in order
+    integration: Integration | None = None  # how agent patches were merged, when they were given
 
     def execution_record(self) -> dict[str, Any]:
-        """Everything but the bulky output and report, as saved in `execution.json`."""
+        """Everything but the bulky output, report and probe runs, as saved in `execution.json`."""
         record = asdict(self)
-        for bulky in ("output", "report", "probes"):
+        for bulky in ("output", "report", "probes", "states"):
             record.pop(bulky)
         return record
 
 
 def evaluate_patch(client: Any, spec: TaskSpec, patch: bytes, run_id: str, settings: Settings,
-                   overlays: dict[str, bytes]) -> Evidence:
-    """Run the full procedure for one patch.
+                   overlays: dict[str, bytes], states: tuple[State, ...] = (),
+                   agents: tuple[str, list[AgentArtifact]] | None = None) -> Evidence:
+    """Run the full procedure in one container: [integrate agents], probe each state, then the final state.
+
+    `agents` is (protocol, artifacts in merge order): the harness integrates them and the integrated result
+    replaces `patch`; their checkpoints replace `states`.
 
     Raises:
         SandboxUnavailableError: the container engine failed; the prediction was not evaluated.
     """
-    paths = touched_paths(patch.decode("utf-8", errors="surrogateescape"))
     with Sandbox(client, spec.pinned_ref, run_id, settings.limits, spec.workdir) as box:
-        preparation = _prepare(box, spec, b"" if paths.unsafe else patch, overlays)
-        if paths.unsafe:
-            preparation = _replace(preparation, patch_status="unsafe_paths", unsafe_paths=paths.unsafe)
-        command = evaluator_command(spec)
-        if preparation.patch_status in ("failed", "unsafe_paths"):
-            # The model's patch never reached the code: nothing to run, scored against the expected total.
-            return Evidence(preparation, None, False, False, 0.0, "", None, None, box.name, command)
-        script = timed_shell(spec.workdir, command, settings.timeout, "evaluator")
-        run = box.exec(script, settings.timeout + KILL_GRACE_SECONDS)
-        exit_code = None if run.killed_by_watchdog else read_exit_code(box, "evaluator")
-        output = "" if run.killed_by_watchdog else read_tail(box, "evaluator")
-        report = None if run.killed_by_watchdog else read_report(box, f"{IO_DIR}/report.json")
-        timed_out = run.killed_by_watchdog or exit_code == 124
-        # A container the watchdog killed is gone: its probes cannot run and count as not passed.
-        wanted = settings.run_probes and not run.killed_by_watchdog
-        probes = run_probes(box, spec, settings.probe_timeout) if wanted else None
-        return Evidence(preparation, exit_code, timed_out, run.killed_by_watchdog, round(run.duration_seconds, 3),
-                        output, report, probes, box.name, command)
+        overlay_names = _copy_inputs(box, spec, overlays)
+        integration = None
+        if agents is not None:
+            integration = integrate(box, spec, agents[0], agents[1], [f"{IO_DIR}/{n}" for n in overlay_names])
+            states, patch = integration_states(integration), _encode(integration.final_state)
+        replayed = tuple(_probe_state(box, spec, state, settings) for state in states)
+        evidence = _evaluate_final(box, spec, patch, settings)
+        return replace(evidence, states=replayed, integration=integration)
+
+
+def integration_states(integration: Integration) -> tuple[State, ...]:
+    """The official checkpoint model: per agent, its artifact, then the integrated state after its merge."""
+    states: list[State] = []
+    for merge in integration.merges:
+        states.append(State("agent_artifact", "agent_workspace", merge.agent_id, _encode(merge.agent_state)))
+        states.append(State("integration_after_merge", "integrated_workspace", merge.agent_id,
+                            _encode(merge.integrated_state)))
+    return tuple(states)
+
+
+def _encode(diff: str) -> bytes:
+    return diff.encode("utf-8", errors="surrogateescape")
+
+
+def _probe_state(box: Sandbox, spec: TaskSpec, state: State, settings: Settings) -> StateEvidence:
+    preparation = _prepare_checked(box, spec, state.patch)
+    usable = preparation.patch_status not in ("failed", "unsafe_paths")
+    probes = run_probes(box, spec, settings.probe_timeout) if usable and settings.run_probes else None
+    return StateEvidence(state.checkpoint_type, state.workspace_kind, state.agent_id, preparation, probes)
+
+
+def _prepare_checked(box: Sandbox, spec: TaskSpec, patch: bytes) -> Preparation:
+    """Prepare the workspace, refusing (without applying) a patch that names paths outside the repository."""
+    paths = touched_paths(patch.decode("utf-8", errors="surrogateescape"))
+    preparation = _prepare(box, spec, b"" if paths.unsafe else patch)
+    if paths.unsafe:
+        preparation = replace(preparation, patch_status="unsafe_paths", unsafe_paths=paths.unsafe)
+    return preparation
+
+
+def _evaluate_final(box: Sandbox, spec: TaskSpec, patch: bytes, settings: Settings) -> Evidence:
+    preparation = _prepare_checked(box, spec, patch)
+    command = evaluator_command(spec)
+    if preparation.patch_status in ("failed", "unsafe_paths"):
+        # The model's patch never reached the code: nothing to run, scored against the expected total.
+        return Evidence(preparation, None, False, False, 0.0, "", None, None, box.name, command)
+    script = timed_shell(spec.workdir, command, settings.timeout, "evaluator")
+    run = box.exec(script, settings.timeout + KILL_GRACE_SECONDS)
+    exit_code = None if run.killed_by_watchdog else read_exit_code(box, "evaluator")
+    output = "" if run.killed_by_watchdog else read_tail(box, "evaluator")
+    report = None if run.killed_by_watchdog else read_report(box, f"{IO_DIR}/report.json")
+    timed_out = run.killed_by_watchdog or exit_code == 124
+    # A container the watchdog killed is gone: its probes cannot run and count as not passed.
+    wanted = settings.run_probes and not run.killed_by_watchdog
+    probes = run_probes(box, spec, settings.probe_timeout) if wanted else None
+    return Evidence(preparation, exit_code, timed_out, run.killed_by_watchdog, round(run.duration_seconds, 3),
+                    output, report, probes, box.name, command)
 
 
 def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
@@ -104,21 +170,28 @@ def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
             f"--json-report-file={IO_DIR}/report.json", "--continue-on-collection-errors", *spec.test_targets)
 
 
-def _prepare(box: Sandbox, spec: TaskSpec, patch: bytes, overlays: dict[str, bytes]) -> Preparation:
+def _copy_inputs(box: Sandbox, spec: TaskSpec, overlays: dict[str, bytes]) -> list[str]:
+    """Copy the preparation script and the overlays in once; return the overlays' file names."""
     overlay_names = [f"overlay-{i:02d}.patch" for i in range(len(spec.overlays))]
+    setup = box.exec(f"mkdir -p {IO_DIR}", 60)
+    if setup.exit_code != 0:
+        raise SandboxUnavailableError(f"cannot create {IO_DIR} in {box.name}: {setup.output[-500:]!r}")
+    files = {"prepare.py": script_bytes("prepare.py")}
+    files.update({name: overlays[path] for name, (path, _) in zip(overlay_names, spec.overlays)})
+    box.write_files(files, IO_DIR)
     config = {
         "workdir": spec.workdir, "base_revision": spec.base_revision, "patch": f"{IO_DIR}/patch.diff",
         "overlays": [f"{IO_DIR}/{n}" for n in overlay_names],
         "protected_paths": sorted({*spec.protected_paths, *spec.test_targets}),
     }
-    files = {"prepare.json": json.dumps(config).encode(), "patch.diff": patch,
-             "prepare.py": Path(prepare_script.__file__).read_bytes()}
-    files.update({name: overlays[path] for name, (path, _) in zip(overlay_names, spec.overlays)})
-    setup = box.exec(f"mkdir -p {IO_DIR}", 60)
-    if setup.exit_code != 0:
-        raise SandboxUnavailableError(f"cannot create {IO_DIR} in {box.name}: {setup.output[-500:]!r}")
-    box.write_files(files, IO_DIR)
-    done = box.exec(f"{spec.interpreter} {IO_DIR}/prepare.py {IO_DIR}", 300)
+    box.write_files({"prepare.json": json.dumps(config).encode()}, IO_DIR)
+    return overlay_names
+
+
+def _prepare(box: Sandbox, spec: TaskSpec, patch: bytes) -> Preparation:
+    """Reset to the base, apply overlays and the patch, protect grading; read the record before any code runs."""
+    box.write_files({"patch.diff": patch}, IO_DIR)
+    done = box.exec(f"rm -f {IO_DIR}/prepared.json; {spec.interpreter} {IO_DIR}/prepare.py {IO_DIR}", 300)
     raw = box.read_file(f"{IO_DIR}/prepared.json", 10_000_000)
     if done.exit_code != 0 or raw is None:
         # Our own script failed on the image (git missing, base commit absent): the environment is at fault.
@@ -131,10 +204,6 @@ def _prepare(box: Sandbox, spec: TaskSpec, patch: bytes, overlays: dict[str, byt
         tuple(record["restored_paths"]), tuple(record["untracked_paths_removed"]),
         tuple(record["hazards_removed"]), tuple(record["changed_paths"]),
     )
-
-
-def _replace(preparation: Preparation, **changes: Any) -> Preparation:
-    return Preparation(**{**asdict(preparation), **changes})
 
 
 def new_run_id() -> str:

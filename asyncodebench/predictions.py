@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.integration import INTEGRATED_PROTOCOLS
 from asyncodebench.validation import validator
 
 PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
@@ -61,14 +62,14 @@ class PredictionFile:
     problems: tuple[LineProblem, ...]
 
 
-def read_predictions(path: Path, known_tasks: set[str], default_protocol: str | None) -> PredictionFile:
-    """Parse and check `path` (JSONL, or a JSON list).
+def read_predictions(path: Path, known_tasks: dict[str, set[str]], default_protocol: str | None) -> PredictionFile:
+    """Parse and check `path` (JSONL, or a JSON list); `known_tasks` maps each task id to its specialists' ids.
 
     Raises:
         FileNotFoundError: the file does not exist.
     """
     raw = path.read_bytes()
-    entries, problems = _entries(raw.decode("utf-8", errors="replace"))
+    entries, problems = _entries(raw.decode("utf-8", errors="surrogateescape"))
     predictions: list[Prediction] = []
     seen: dict[tuple[str, str, str, str], int] = {}
     check = validator("prediction")
@@ -109,7 +110,7 @@ def _describe(error: Any) -> str:
     return f"{where}: {error.message}" if where else error.message
 
 
-def _admit(line: int, obj: dict[str, Any], known_tasks: set[str], default_protocol: str | None,
+def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], default_protocol: str | None,
            seen: dict[tuple[str, str, str, str], int], predictions: list[Prediction]) -> LineProblem | None:
     task_id = obj.get("task_id") or obj["instance_id"]
     if task_id not in known_tasks:
@@ -123,8 +124,23 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: set[str], default_protoc
         tuple(obj.get("checkpoints") or ()), {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
         obj.get("usage") or {},
     )
+    problem = _work_problem(prediction, known_tasks[task_id])
+    if problem:
+        return LineProblem(line, "schema_error", problem)
     if prediction.key in seen:
         return LineProblem(line, "duplicate", f"same model, protocol, task and run_id as line {seen[prediction.key]}; skipped")
     seen[prediction.key] = line
     predictions.append(prediction)
+    return None
+
+
+def _work_problem(prediction: Prediction, agents: set[str]) -> str | None:
+    """What makes a prediction's work unusable, if anything (checked beyond the schema)."""
+    if prediction.agent_patches and prediction.checkpoints:
+        return "give either agent_patches (the harness integrates them) or checkpoints, not both"
+    if prediction.agent_patches and prediction.protocol not in INTEGRATED_PROTOCOLS:
+        return f"agent_patches are integrated only for {', '.join(INTEGRATED_PROTOCOLS)}, not {prediction.protocol}"
+    unknown = sorted(set(prediction.agent_patches) - agents)
+    if unknown:
+        return f"agent_patches names agents {unknown} that are not specialists of the task ({sorted(agents)})"
     return None

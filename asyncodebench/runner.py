@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import platform
 import sys
 import traceback
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench import __version__
-from asyncodebench.evaluation import Settings, evaluate_patch
+from asyncodebench.evaluation import Settings, State, evaluate_patch
+from asyncodebench.integration import INTEGRATED_PROTOCOLS, plan_artifacts
 from asyncodebench.images import MATCH, ImageStatus, local_status, pull
 from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
 from asyncodebench.rows import PublishedRows, load_published
@@ -76,7 +78,8 @@ def prepare_run(config: RunConfig) -> RunState:
         raise ValueError(f"--tasks names unknown task(s) {unknown}; the dataset has {sorted(specs)}")
     if config.tasks:
         specs = {t: s for t, s in specs.items() if t in config.tasks}
-    file = read_predictions(config.predictions, set(specs), config.default_protocol)
+    agents = {t: {a.agent_id for a in s.specialists} for t, s in specs.items()}
+    file = read_predictions(config.predictions, agents, config.default_protocol)
     return RunState(published, specs, file, {}, now())
 
 
@@ -179,9 +182,10 @@ def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: P
     if problems:
         _write_result(folder, infrastructure_result(prediction, "overlay_missing", "; ".join(problems)))
         return
+    final_patch, states, agents = work_of(spec, prediction)
     try:
-        evidence = evaluate_patch(client, spec, _patch_bytes(prediction.model_patch), config.run_id,
-                                  config.settings, {p: overlays[p] for p, _ in spec.overlays})  # type: ignore[misc]
+        evidence = evaluate_patch(client, spec, final_patch, config.run_id, config.settings,
+                                  {p: overlays[p] for p, _ in spec.overlays}, states, agents)  # type: ignore[misc]
     except SandboxUnavailableError as exc:
         _write_result(folder, infrastructure_result(prediction, "sandbox_unavailable", str(exc)))
         return
@@ -192,12 +196,30 @@ def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: P
     _write_result(folder, score(spec, prediction, evidence))
 
 
-def _write_result(folder: Path, result: dict[str, Any]) -> None:
-    checkpoint = result.pop("checkpoint", None)
-    if checkpoint is not None:
-        import json
+def work_of(spec: TaskSpec, prediction: Prediction) -> tuple[bytes, tuple[State, ...], Any]:
+    """What to evaluate: the final patch, the intermediate states to replay, and agent artifacts to integrate.
 
-        store.write_atomic(folder / store.CHECKPOINTS, json.dumps(checkpoint) + "\n")
+    A trailing `final_integrated` checkpoint is the final state itself; agent patches of the integrated protocols
+    are merged by the harness, whose result replaces the final patch and the states.
+    """
+    checkpoints = list(prediction.checkpoints)
+    final_patch = prediction.model_patch
+    if checkpoints and checkpoints[-1]["checkpoint_type"] == "final_integrated":
+        final_patch = checkpoints.pop()["patch"] or ""
+    states = tuple(State(c["checkpoint_type"], c["workspace_kind"], c.get("agent_id"), _patch_bytes(c["patch"] or ""))
+                   for c in checkpoints)
+    agents = None
+    if prediction.agent_patches and prediction.protocol in INTEGRATED_PROTOCOLS:
+        patches = {a: _patch_bytes(p) for a, p in prediction.agent_patches.items() if p}
+        agents = (prediction.protocol, plan_artifacts(spec, patches))
+    return _patch_bytes(final_patch), states, agents
+
+
+def _write_result(folder: Path, result: dict[str, Any]) -> None:
+    """Write the checkpoints file (upstream layout) and then the result, whose presence marks the work finished."""
+    checkpoints = result.pop("checkpoints", None)
+    if checkpoints is not None:
+        store.write_atomic(folder / store.CHECKPOINTS, "".join(json.dumps(c) + "\n" for c in checkpoints))
     store.write_json(folder / store.RESULT, result)
 
 

@@ -8,46 +8,75 @@ from typing import Any
 
 from asyncodebench.checkpoints import CheckpointContext, build_checkpoint_record, record_to_checkpoint
 from asyncodebench.evaluation import Evidence
+from asyncodebench.integration import Integration
 from asyncodebench.grading import grade, normalize_report
-from asyncodebench.metrics import run_metrics
+from asyncodebench.metrics import run_metrics, sad_proxy_candidates
 from asyncodebench.predictions import Prediction
-from asyncodebench.probes import selector_results
+from asyncodebench.probes import ProbeRun, selector_results
 from asyncodebench.spec import TaskSpec
 
 RESULT_SCHEMA_VERSION = "1.0"
 PATCH_FAILURE_KINDS = {"failed": "patch_did_not_apply", "unsafe_paths": "patch_unsafe_paths"}
 
 
-def final_checkpoint(spec: TaskSpec, evidence: Evidence, recorded_at: str, step: int = 1) -> dict[str, Any]:
-    """The `final_integrated` checkpoint record (upstream layout) of the evaluated state."""
-    results = selector_results(evidence.probes, spec.selectors)
-    calls = evidence.probes.calls if evidence.probes else ()
-    exit_codes = {
-        s: next((c.exit_code for c in reversed(calls) if s in c.selectors), None) for s in spec.selectors
-    }
+def checkpoint_record(spec: TaskSpec, probes: ProbeRun | None, step: int, kind: tuple[str, str, str | None],
+                      workspace_version: str, recorded_at: str) -> dict[str, Any]:
+    """One checkpoint record (upstream layout) of a probed state; `kind` is (type, workspace kind, agent)."""
+    checkpoint_type, workspace_kind, agent_id = kind
+    results = selector_results(probes, spec.selectors)
+    calls = probes.calls if probes else ()
+    exit_codes = {s: next((c.exit_code for c in reversed(calls) if s in c.selectors), None) for s in spec.selectors}
+    final = checkpoint_type == "final_integrated"
     context = CheckpointContext(
         task_id=spec.task_id, source_task_id=spec.task_id, metric_annotation_id=None, metrics_manifest=None,
-        checkpoint_id="final_integrated", checkpoint_type="final_integrated", logical_step=step,
-        recorded_at=recorded_at, agent_id=None, task_assignment_id=None, workspace_kind="integrated_workspace",
-        workspace_path=spec.workdir, artifact_version=None, visible_upstream_artifact_version=None,
-        integrated_workspace_version=evidence.preparation.canonical_ref,
-        probe_execution_mode=evidence.probes.mode if evidence.probes else "not_run",
-        probe_timeout_seconds=evidence.probes.probe_timeout if evidence.probes else 0, source_build=None,
+        checkpoint_id="final_integrated" if final else f"{checkpoint_type}:{agent_id or step}:{step}",
+        checkpoint_type=checkpoint_type, logical_step=step, recorded_at=recorded_at, agent_id=agent_id,
+        task_assignment_id=agent_id, workspace_kind=workspace_kind, workspace_path=spec.workdir,
+        artifact_version=None, visible_upstream_artifact_version=None, integrated_workspace_version=workspace_version,
+        probe_execution_mode=probes.mode if probes else "not_run",
+        probe_timeout_seconds=probes.probe_timeout if probes else 0, source_build=None,
     )
     output = "\n".join(c.output_tail for c in calls)
     return build_checkpoint_record(context, spec.dependencies, results, exit_codes, output)
 
 
+def checkpoint_records(spec: TaskSpec, evidence: Evidence, recorded_at: str) -> list[dict[str, Any]]:
+    """Every checkpoint of the evaluation in write order: intermediate states, then final_integrated."""
+    records = [
+        checkpoint_record(spec, s.probes, i, (s.checkpoint_type, s.workspace_kind, s.agent_id),
+                          s.preparation.canonical_ref, recorded_at)
+        for i, s in enumerate(evidence.states, start=1)
+    ]
+    final_kind = ("final_integrated", "integrated_workspace", None)
+    records.append(checkpoint_record(spec, evidence.probes, len(records) + 1, final_kind,
+                                     evidence.preparation.canonical_ref, recorded_at))
+    return records
+
+
+def dependency_trace(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per dependency, which probe group passed at which step (for tables and plots)."""
+    trace: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        for dep in record["dependency_results"]:
+            trace.setdefault(dep["dependency_id"], []).append({
+                "step": record["logical_step"], "checkpoint_type": record["checkpoint_type"],
+                "workspace_kind": record["workspace_kind"], "agent_id": record["agent_id"],
+                **{group: state["passed"] for group, state in dep["groups"].items()},
+            })
+    return trace
+
+
 def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, recorded_at: str | None = None) -> dict[str, Any]:
-    """The result record of one evaluated prediction."""
+    """The result record of one evaluated prediction (its checkpoints ride along under `checkpoints`)."""
     recorded_at = recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     prep = evidence.preparation
     normalized = normalize_report(evidence.report, evidence.exit_code, evidence.output)
     patch_failure = PATCH_FAILURE_KINDS.get(prep.patch_status)
     graded = grade(normalized, evidence.exit_code, spec.expected_total)
-    checkpoint = final_checkpoint(spec, evidence, recorded_at)
-    metrics = run_metrics([record_to_checkpoint(checkpoint, spec.dependencies)], spec.dependencies)
+    records = checkpoint_records(spec, evidence, recorded_at)
+    metrics = run_metrics([record_to_checkpoint(r, spec.dependencies) for r in records], spec.dependencies)
     failure_kind = patch_failure or normalized.failure_kind
+    final_diff = evidence.integration.final_state if evidence.integration else prediction.model_patch
     return {
         "schema_version": RESULT_SCHEMA_VERSION,
         "status": "evaluated",
@@ -69,8 +98,8 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, recorded_a
         "tests_denominator": spec.expected_total if patch_failure else graded.denominator,
         "denominator_source": "expected_total_due_patch_failure" if patch_failure else graded.total_source,
         "outcome": f"model_failure:{failure_kind}" if patch_failure else graded.outcome,
-        "probes": {"mode": checkpoint["probe_execution_mode"], "statuses": {
-            s: r["status"] for s, r in checkpoint["probe_test_results"].items()}},
+        "probes": {"mode": records[-1]["probe_execution_mode"], "statuses": {
+            s: r["status"] for s, r in records[-1]["probe_test_results"].items()}},
         "dependencies": [
             {"dependency_id": d.dependency_id, "integrated_pass": d.final_integrated_pass} for d in metrics.dependencies
         ],
@@ -78,8 +107,30 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, recorded_a
         "adpr_numerator": metrics.final_pass_count,
         "adpr_denominator": metrics.dependency_count,
         "run_metrics": _run_metrics_record(metrics),
-        "checkpoint": checkpoint,
+        "dependency_trace": dependency_trace(records),
+        "integration": _integration_record(evidence.integration),
+        "sad_proxy": _sad_proxy(spec, final_diff),
+        "checkpoints": records,
     }
+
+
+def _integration_record(integration: Integration | None) -> dict[str, Any] | None:
+    if integration is None:
+        return None
+    return {
+        "protocol": integration.protocol, "agents": len(integration.merges),
+        "merge_conflicts": integration.conflicts, "scope_violations": integration.scope_violations,
+        "merges": [{"agent_id": m.agent_id, "merge_status": m.merge_status, "strategy": m.strategy,
+                    "reason": m.reason, "out_of_scope": list(m.out_of_scope)} for m in integration.merges],
+    }
+
+
+def _sad_proxy(spec: TaskSpec, final_diff: str) -> dict[str, Any]:
+    """The SAD proxy of METRICS 7 (duplicated-contract symbols); a candidate count that needs human audit."""
+    candidates = sad_proxy_candidates(spec.dependencies, final_diff)
+    enabled = [d.dependency_id for d in spec.dependencies if "SAD" in d.metrics_enabled]
+    return {"label": "proxy: candidates for human audit, not strict SAD", "dependencies_enabled": enabled,
+            "candidate_count": len(candidates), "candidates": [list(c) for c in candidates]}
 
 
 def infrastructure_result(prediction: Prediction, kind: str, message: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@
     <output_dir>/<run_id>/run.json                       run metadata
     <output_dir>/<run_id>/predictions/<slug>/patch.diff  the predicted patch, as given
         execution.json   preparation and evaluator facts     evaluator_output.txt  last MB of output
-        report.json      the raw pytest-json-report          probes.json           raw probe runs
+        report.json      the raw pytest-json-report          probes.json           raw probe runs                  states.json  intermediate checkpoint states
         dependency_probe_checkpoints.jsonl                    checkpoints in the upstream layout
         result.json      the graded result: present with status "evaluated" means finished
 
@@ -16,14 +16,17 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.evaluation import Evidence, Preparation
+from asyncodebench.evaluation import Evidence, Preparation, StateEvidence
+from asyncodebench.integration import AgentMerge, Integration
 from asyncodebench.probes import ProbeCall, ProbeRun
 
 PATCH, EXECUTION, OUTPUT, REPORT, PROBES = "patch.diff", "execution.json", "evaluator_output.txt", "report.json", "probes.json"
 CHECKPOINTS, RESULT, RUN = "dependency_probe_checkpoints.jsonl", "result.json", "run.json"
+STATES = "states.json"
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
@@ -65,6 +68,9 @@ def save_evidence(folder: Path, evidence: Evidence) -> None:
     else:
         (folder / REPORT).unlink(missing_ok=True)
     write_json(folder / PROBES, _probes_record(evidence.probes))
+    write_json(folder / STATES, [
+        {"checkpoint_type": s.checkpoint_type, "workspace_kind": s.workspace_kind, "agent_id": s.agent_id,
+         "preparation": asdict(s.preparation), "probes": _probes_record(s.probes)} for s in evidence.states])
 
 
 def load_evidence(folder: Path) -> Evidence:
@@ -75,16 +81,32 @@ def load_evidence(folder: Path) -> Evidence:
     """
     execution = read_json(folder / EXECUTION)
     report_path = folder / REPORT
-    prep = execution["preparation"]
-    preparation = Preparation(**{k: tuple(v) if isinstance(v, list) else v for k, v in prep.items()})
+    states_path = folder / STATES
+    states = tuple(
+        StateEvidence(s["checkpoint_type"], s["workspace_kind"], s["agent_id"], _preparation(s["preparation"]),
+                      _probes_from(s["probes"]))
+        for s in (read_json(states_path) if states_path.exists() else [])
+    )
     return Evidence(
-        preparation=preparation, exit_code=execution["exit_code"], timed_out=execution["timed_out"],
+        preparation=_preparation(execution["preparation"]), exit_code=execution["exit_code"], timed_out=execution["timed_out"],
         killed_by_watchdog=execution["killed_by_watchdog"], evaluator_seconds=execution["evaluator_seconds"],
         output=(folder / OUTPUT).read_text(encoding="utf-8", errors="replace"),
         report=read_json(report_path) if report_path.exists() else None,
         probes=_probes_from(read_json(folder / PROBES)), container_name=execution["container_name"],
-        command=tuple(execution["command"]),
+        command=tuple(execution["command"]), states=states, integration=_integration(execution.get("integration")),
     )
+
+
+def _preparation(record: dict[str, Any]) -> Preparation:
+    return Preparation(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()})
+
+
+def _integration(record: dict[str, Any] | None) -> Integration | None:
+    if record is None:
+        return None
+    merges = tuple(AgentMerge(**{k: tuple(v) if isinstance(v, list) else v for k, v in m.items()})
+                   for m in record["merges"])
+    return Integration(record["protocol"], merges, record["final_state"])
 
 
 def _probes_record(run: ProbeRun | None) -> dict[str, Any] | None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 from typing import Any
 
 from asyncodebench.sandbox import Sandbox
 
 IO_DIR = "/asyncodebench"
+SCRIPTS_DIR = Path(__file__).resolve().parent / "incontainer"  # copied into containers, never imported here
 OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept
 REPORT_CAP_BYTES = 200_000_000
 KILL_GRACE_SECONDS = 10
@@ -50,3 +52,8 @@ def read_report(box: Sandbox, path: str) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return {}
     return report if isinstance(report, dict) else {}
+
+
+def script_bytes(name: str) -> bytes:
+    """An in-container script's source, e.g. `prepare.py`."""
+    return (SCRIPTS_DIR / name).read_bytes()

@@ -1,0 +1,127 @@
+"""Integrate specialists' patches the way the official checkpoint model does, and derive its checkpoints.
+
+The host decides the merge order (producers before consumers) and each artifact's scope (pure, below); the
+container does the merging (`incontainer/integrate.py`) and hands back every workspace state as a cumulative diff,
+which is then replayed like any other checkpoint: per agent an `agent_artifact` state (its own workspace) and an
+`integration_after_merge` state, then the `final_integrated` state. T = 2n + 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from typing import Any
+
+from asyncodebench.patches import outside_scope, patch_text, touched_paths
+from asyncodebench.sandbox import Sandbox, SandboxUnavailableError
+from asyncodebench.spec import TaskSpec
+from asyncodebench.workspace import IO_DIR, script_bytes
+
+INTEGRATED_PROTOCOLS = ("serial_specialists", "async_private", "caid_manager")
+SERIAL_PROTOCOLS = ("serial_specialists",)  # agents build on the integrated state; the others work privately
+
+
+@dataclass(frozen=True)
+class AgentArtifact:
+    """One specialist's patch and what the host decided about it."""
+
+    agent_id: str
+    patch: bytes | None  # None when the prediction gave no patch for this agent
+    out_of_scope: tuple[str, ...]  # paths it touches outside its writable paths: a scope violation
+
+    @property
+    def scope_ok(self) -> bool:
+        return not self.out_of_scope
+
+
+@dataclass(frozen=True)
+class AgentMerge:
+    """How one artifact fared: its merge status (clean | conflict | missing_input | error) and the strategy used."""
+
+    agent_id: str
+    merge_status: str
+    strategy: str | None
+    reason: str | None  # scope_violation | merge_conflict | patch_did_not_apply | no patch from this agent
+    out_of_scope: tuple[str, ...]
+    agent_state: str  # cumulative diff of the agent's workspace against the canonical base
+    integrated_state: str  # cumulative diff of the integrated workspace after this merge
+
+
+@dataclass(frozen=True)
+class Integration:
+    protocol: str
+    merges: tuple[AgentMerge, ...]
+    final_state: str
+
+    @property
+    def conflicts(self) -> int:
+        return sum(m.merge_status == "conflict" for m in self.merges)
+
+    @property
+    def scope_violations(self) -> int:
+        return sum(bool(m.out_of_scope) for m in self.merges)
+
+
+def merge_order(spec: TaskSpec) -> list[str]:
+    """Specialists with producers before their consumers; ties (and cycles) keep the task's specialist order."""
+    agents = [a.agent_id for a in spec.specialists]
+    graph: dict[str, set[str]] = {a: set() for a in agents}
+    for dep in spec.dependencies:
+        if dep.producer_agent in graph and dep.consumer_agent in graph and dep.producer_agent != dep.consumer_agent:
+            graph[dep.consumer_agent].add(dep.producer_agent)
+    sorter = TopologicalSorter(graph)
+    try:
+        sorter.prepare()
+    except CycleError:
+        return agents
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=agents.index)
+        order += ready
+        sorter.done(*ready)
+    return order
+
+
+def plan_artifacts(spec: TaskSpec, agent_patches: dict[str, bytes]) -> list[AgentArtifact]:
+    """Each specialist's artifact in merge order, with its out-of-scope paths."""
+    writable = {a.agent_id: a.writable_paths for a in spec.specialists}
+    plan = []
+    for agent_id in merge_order(spec):
+        patch = agent_patches.get(agent_id)
+        touched = touched_paths(patch_text(patch)).paths if patch else ()
+        plan.append(AgentArtifact(agent_id, patch, outside_scope(touched, writable[agent_id])))
+    return plan
+
+
+def integrate(box: Sandbox, spec: TaskSpec, protocol: str, plan: list[AgentArtifact],
+              overlay_files: list[str]) -> Integration:
+    """Merge the artifacts inside the container (prepare.py's overlays already copied to `overlay_files`)."""
+    files = {"integrate.py": script_bytes("integrate.py"), "prepare.py": script_bytes("prepare.py")}
+    agents = []
+    for i, artifact in enumerate(plan):
+        name = f"agent-{i:02d}.patch"
+        if artifact.patch is not None:
+            files[name] = artifact.patch
+        agents.append({"agent_id": artifact.agent_id, "scope_ok": artifact.scope_ok,
+                       "patch": f"{IO_DIR}/{name}" if artifact.patch is not None else None})
+    config = {"workdir": spec.workdir, "base_revision": spec.base_revision, "overlays": overlay_files,
+              "agents": agents, "serial": protocol in SERIAL_PROTOCOLS}
+    files["integrate.json"] = json.dumps(config).encode()
+    box.write_files(files, IO_DIR)
+    done = box.exec(f"cd {IO_DIR} && {spec.interpreter} {IO_DIR}/integrate.py {IO_DIR}", 600)
+    raw = box.read_file(f"{IO_DIR}/integrated.json", 200_000_000)
+    if done.exit_code != 0 or raw is None:
+        raise SandboxUnavailableError(
+            f"integrating agent patches of {spec.task_id} failed: {done.output.decode('utf-8', 'replace')[-2000:]}")
+    return _integration_from(protocol, plan, json.loads(raw))
+
+
+def _integration_from(protocol: str, plan: list[AgentArtifact], record: dict[str, Any]) -> Integration:
+    scope = {a.agent_id: a.out_of_scope for a in plan}
+    merges = tuple(
+        AgentMerge(m["agent_id"], m["merge_status"], m["strategy"], m["reason"], scope[m["agent_id"]],
+                   m["agent_state"], m["integrated_state"])
+        for m in record["agents"]
+    )
+    return Integration(protocol, merges, record["final_state"])
