@@ -60,7 +60,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
     row = {k: result.get(k) for k in ("task_id", "protocol", "model_name_or_path", "prediction_run_id", "line", "status")}
     if result["status"] != "evaluated":
         return {**row, "infrastructure_error": result["infrastructure_error"]}
-    metrics = result["run_metrics"]
+    metrics, integration = result["run_metrics"], result["integration"]
     return {
         **row,
         "outcome": result["outcome"], "final_success": result["final_success"], "pass_rate": result["pass_rate"],
@@ -72,6 +72,11 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "adpr_denominator": result["adpr_denominator"],
         **{k: metrics.get(k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean", "cail_penalized_mean",
                                        "unresolved_count")},
+        "agents_integrated": integration["agents"] if integration else 0,
+        "merge_conflicts": integration["merge_conflicts"] if integration else 0,
+        "scope_violations": integration["scope_violations"] if integration else 0,
+        "sad_proxy_candidates": result["sad_proxy"]["candidate_count"],
+        "dependency_trace": result["dependency_trace"],
     }
 
 
@@ -93,8 +98,19 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[name] = _estimate(_per_task(by_task, key))
         points = sum(r["adpr_denominator"] for r in evaluated)
         row["micro_adpr"] = sum(r["adpr_numerator"] for r in evaluated) / points if points else None
+        row.update(_integration_rates(evaluated))
         rows.append(row)
     return rows
+
+
+def _integration_rates(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Merge conflicts and scope violations per integrated agent artifact, pooled over the group's predictions."""
+    integrated = [r for r in rows if r.get("agents_integrated")]
+    artifacts = sum(r["agents_integrated"] for r in integrated)
+    if not artifacts:
+        return {"merge_conflict_rate": None, "scope_violation_rate": None}
+    return {"merge_conflict_rate": sum(r["merge_conflicts"] for r in integrated) / artifacts,
+            "scope_violation_rate": sum(r["scope_violations"] for r in integrated) / artifacts}
 
 
 def _per_task(by_task: dict[str, list[dict[str, Any]]], key: str) -> list[float]:
@@ -138,15 +154,28 @@ def markdown(report: dict[str, Any]) -> str:
         f"{counts['invalid_lines']} invalid lines skipped.", "",
         "## Summary", "",
         "Macro means over tasks with 95% bootstrap intervals; rates in percent.", "",
-        "| model | protocol | tasks | FSR | pass rate | ADPR (macro) | ADPR (micro) | DRS pen. | CAIL pen. | infra errors |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | protocol | tasks | FSR | pass rate | ADPR (macro) | ADPR (micro) | infra errors |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in report["summary"]:
         lines.append(
             f"| {row['model_name_or_path']} | {row['protocol']} | {row['tasks']} | {_fmt(row['fsr'])} | "
             f"{_fmt(row['mean_pass_rate'])} | {_fmt(row['mean_adpr'])} | {_fmt(row['micro_adpr'])} | "
-            f"{_fmt(row['mean_drs_penalized'], percent=False)} | {_fmt(row['mean_cail_penalized'], percent=False)} | "
             f"{row['infrastructure_errors']} |"
+        )
+    lines += [
+        "", "### Dependency timing", "",
+        "T = checkpoints per run; DRS and CAIL penalized (T+1 when unresolved); DRE in percent; merge conflict and "
+        "scope violation rates per integrated agent artifact.", "",
+        "| model | protocol | T | DRS pen. | DRE | CAIL pen. | unresolved | merge conflicts | scope violations |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in report["summary"]:
+        lines.append(
+            f"| {row['model_name_or_path']} | {row['protocol']} | {_fmt(row['mean_checkpoint_count'], False)} | "
+            f"{_fmt(row['mean_drs_penalized'], False)} | {_fmt(row['mean_dre'])} | "
+            f"{_fmt(row['mean_cail_penalized'], False)} | {_fmt(row['mean_unresolved_dependencies'], False)} | "
+            f"{_fmt(row['merge_conflict_rate'])} | {_fmt(row['scope_violation_rate'])} |"
         )
     lines += ["", "## Predictions", "",
               "| line | model | protocol | task | outcome | passed | pass rate | ADPR | removed / restored |",
@@ -163,6 +192,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | "
             f"{p['adpr_numerator']}/{p['adpr_denominator']} | {guards} |"
         )
+    lines += trace_tables(report["predictions"])
     if report["line_problems"]:
         lines += ["", "## Skipped lines", ""] + [
             f"- line {p['line']} ({p['kind']}): {p['message']}" for p in report["line_problems"]]
@@ -172,6 +202,38 @@ def markdown(report: dict[str, Any]) -> str:
             f"- line {p['line']} {p['task_id']}: {p['infrastructure_error']['message'][:500]}" for p in infra]
     lines += ["", "## Notes", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def trace_tables(predictions: list[dict[str, Any]]) -> list[str]:
+    """Per prediction with more than one checkpoint: which probe groups of each dependency passed at each step.
+
+    Cells list the passing groups (U upstream, D downstream, I integrated); agent-workspace steps are marked `*`
+    because they never count for DRS.
+    """
+    lines: list[str] = []
+    for p in predictions:
+        trace = p.get("dependency_trace") or {}
+        steps = next(iter(trace.values()), [])
+        if len(steps) < 2:
+            continue
+        if not lines:
+            lines += ["", "## Dependency traces", "",
+                      "Passing probe groups per step: U upstream, D downstream, I integrated; * agent workspace.", ""]
+        header = [f"{s['step']}{'*' if s['workspace_kind'] == 'agent_workspace' else ''} {_step_label(s)}" for s in steps]
+        lines += [f"**line {p['line']}: {p['model_name_or_path']} / {p['protocol']} / {p['task_id']}**", "",
+                  "| dependency | " + " | ".join(header) + " |", "|---|" + "---|" * len(steps)]
+        for dep_id, dep_steps in trace.items():
+            cells = ["".join(letter for group, letter in (("upstream", "U"), ("downstream", "D"), ("integrated", "I"))
+                             if step[group]) or "-" for step in dep_steps]
+            lines.append(f"| {dep_id} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def _step_label(step: dict[str, Any]) -> str:
+    short = {"agent_artifact": "artifact", "integration_after_merge": "merge", "final_integrated": "final"}
+    label = short.get(step["checkpoint_type"], step["checkpoint_type"])
+    return f"{label} {step['agent_id']}" if step["agent_id"] else label
 
 
 def csv_text(rows: list[dict[str, Any]]) -> str:

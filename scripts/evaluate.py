@@ -6,7 +6,7 @@
 
 Every line is checked against schemas/prediction.schema.json; bad lines are reported with their numbers and
 skipped, the others evaluated. Rerunning a run id resumes it. Outputs go to <output-dir>/<run-id>/:
-report.json, report.md, summary.csv, predictions.csv, and one folder per prediction.
+report.json, report.md, summary.csv, predictions.csv, dependency_resolution.png, one folder per prediction.
 
 Exit codes: 0 every valid line evaluated; 1 some lines were invalid; 3 infrastructure errors (rerun the same
 run id once fixed); 2 bad arguments.
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from asyncodebench.evaluation import Settings, new_run_id
+from asyncodebench.plots import plot_resolution
 from asyncodebench.report import build_report, csv_text, markdown
 from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.runner import RunConfig, prepare_run, run, run_metadata
@@ -84,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     store.write_atomic(config.run_dir / "report.md", markdown(report))
     store.write_atomic(config.run_dir / "summary.csv", csv_text(report["summary"]))
     store.write_atomic(config.run_dir / "predictions.csv", csv_text(report["predictions"]))
+    plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
     print(markdown(report).split("## Predictions")[0])
-    print(f"report: {config.run_dir / 'report.md'} (JSON, CSV beside it)")
+    print(f"report: {config.run_dir / 'report.md'} (JSON, CSV{', PNG' if plot else ''} beside it)")
     if report["counts"]["infrastructure_errors"] or report["counts"]["not_evaluated"]:
         return 3
     return 1 if state.file.problems else 0
