@@ -105,12 +105,12 @@ def evaluate_patch(client: Any, spec: TaskSpec, patch: bytes, run_id: str, setti
         SandboxUnavailableError: the container engine failed; the prediction was not evaluated.
     """
     with Sandbox(client, spec.pinned_ref, run_id, settings.limits, spec.workdir) as box:
-        overlay_names = _copy_inputs(box, spec, overlays)
+        overlay_names = copy_inputs(box, spec, overlays)
         integration = None
         if agents is not None:
             integration = integrate(box, spec, agents[0], agents[1], [f"{IO_DIR}/{n}" for n in overlay_names])
             states, patch = integration_states(integration), _encode(integration.final_state)
-        replayed = tuple(_probe_state(box, spec, state, settings) for state in states)
+        replayed = tuple(probe_state(box, spec, state, settings) for state in states)
         evidence = _evaluate_final(box, spec, patch, settings)
         return replace(evidence, states=replayed, integration=integration)
 
@@ -129,7 +129,7 @@ def _encode(diff: str) -> bytes:
     return diff.encode("utf-8", errors="surrogateescape")
 
 
-def _probe_state(box: Sandbox, spec: TaskSpec, state: State, settings: Settings) -> StateEvidence:
+def probe_state(box: Sandbox, spec: TaskSpec, state: State, settings: Settings) -> StateEvidence:
     preparation = _prepare_checked(box, spec, state.patch)
     usable = preparation.patch_status not in ("failed", "unsafe_paths")
     probes = run_probes(box, spec, settings.probe_timeout) if usable and settings.run_probes else None
@@ -170,7 +170,7 @@ def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
             f"--json-report-file={IO_DIR}/report.json", "--continue-on-collection-errors", *spec.test_targets)
 
 
-def _copy_inputs(box: Sandbox, spec: TaskSpec, overlays: dict[str, bytes]) -> list[str]:
+def copy_inputs(box: Sandbox, spec: TaskSpec, overlays: dict[str, bytes]) -> list[str]:
     """Copy the preparation script and the overlays in once; return the overlays' file names."""
     overlay_names = [f"overlay-{i:02d}.patch" for i in range(len(spec.overlays))]
     setup = box.exec(f"mkdir -p {IO_DIR}", 60)

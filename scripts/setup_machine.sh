@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what the release kit needs on a fresh Debian 12 machine (as root), then start the services.
+# Idempotent: packages already present are kept, services already running are reused.
+#   Debian: docker.io (Docker Engine), docker-registry (a registry on 127.0.0.1), mmdebstrap (the demo image), git
+#   PyPI:   this project with its test extras (datasets, pyarrow, docker, jsonschema, olah, pytest-json-report, ...)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+need=()
+for pkg in docker.io docker-registry mmdebstrap git; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if ((${#need[@]})); then
+    echo "installing Debian packages: ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e "$root[test]" 2>&1 | grep -v "^WARNING" >&2 || true
+python3 -c "import asyncodebench, datasets, docker, olah" >/dev/null  # fail here, not later, if pip did not work
+
+bash "$root/scripts/start_services.sh"
