@@ -1,0 +1,257 @@
+"""Shared fixtures: real Docker services, the demo dataset pinned to the image built here, and evaluate.py runs.
+
+The Docker-backed tests never skip: `services` starts dockerd and the local registry (scripts/start_services.sh) and
+fails loudly when it cannot. Expensive evaluations are session fixtures, so one run serves many assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+DEMO_DIR = ROOT / "data" / "demo"
+EXAMPLES = DEMO_DIR / "predictions" / "examples.jsonl"
+PROTOCOLS_FILE = ROOT / "data" / "protocols.yaml"
+DEMO_TASK_ID = "asyncodebench-demo:minicache"
+RUN_LABEL = "org.asyncodebench.run_id"
+# Short limits keep the Docker suite fast; the demo tests finish in about a second each.
+FAST_FLAGS = ("--timeout", "20", "--probe-timeout", "10")
+# Limits of the shared demo run; the hostile tests check the bounds against these.
+SHARED_RUN_MEMORY, SHARED_RUN_PIDS, SHARED_RUN_WORKERS = "1g", 256, 2
+
+# Patches whose bytes are not UTF-8: a Latin-1 file given as raw bytes in the JSONL line, and one given as the JSON
+# escape `\udce9` (how Python's surrogateescape writes such bytes).
+LATIN1_PATCH = (
+    b"diff --git a/minicache/latin1.txt b/minicache/latin1.txt\nnew file mode 100644\n"
+    b"--- /dev/null\n+++ b/minicache/latin1.txt\n@@ -0,0 +1 @@\n+caf\xe9 cr\xe8me\n"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Also declared in pyproject.toml; registered here so the suite runs from any rootdir without warnings.
+    config.addinivalue_line("markers", "docker: needs the Docker Engine and the local registry (started here)")
+
+
+# --- predictions ---------------------------------------------------------------------------------
+
+
+def example_predictions() -> dict[str, dict[str, Any]]:
+    """The demo's example predictions by model name (gold, empty, partial, syntax error, 11 hostile ones)."""
+    rows = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    return {row["model_name_or_path"]: row for row in rows}
+
+
+def prediction(model: str, patch: str | None, **extra: Any) -> dict[str, Any]:
+    return {"task_id": DEMO_TASK_ID, "model_name_or_path": model, "protocol": "single", "model_patch": patch, **extra}
+
+
+def jsonl(predictions: list[dict[str, Any] | bytes]) -> bytes:
+    """A predictions file: dicts become JSON lines, bytes are written as given (for malformed or raw lines)."""
+    return b"".join((p if isinstance(p, bytes) else json.dumps(p).encode()) + b"\n" for p in predictions)
+
+
+def latin1_raw_line(model: str) -> bytes:
+    """A JSONL line whose patch carries the bytes 0xE9 and 0xE8 raw (not valid UTF-8, as some tools write)."""
+    line = json.dumps(prediction(model, "PATCH_HERE")).encode()
+    escaped = LATIN1_PATCH.replace(b"\n", b"\\n")
+    return line.replace(b"PATCH_HERE", escaped)
+
+
+def latin1_escaped_line(model: str) -> bytes:
+    """The same patch with the bytes as `\\udce9`-style escapes (json.dumps of a surrogate-escaped string)."""
+    return json.dumps(prediction(model, LATIN1_PATCH.decode("utf-8", "surrogateescape"))).encode()
+
+
+# --- evaluate.py ---------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalRun:
+    """One finished `scripts/evaluate.py` process and what it left in its run folder."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+    report: dict[str, Any] | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, model: str) -> dict[str, Any]:
+        (row,) = [p for p in self.report["predictions"] if p["model_name_or_path"] == model]
+        return row
+
+    def folder(self, model: str) -> Path:
+        (folder,) = [f for f in (self.run_dir / "predictions").iterdir() if f.name.startswith(f"{model}__")]
+        return folder
+
+    def result(self, model: str) -> dict[str, Any]:
+        return json.loads((self.folder(model) / "result.json").read_text())
+
+
+def evaluate_command(predictions_file: Path, dataset: Path, run_id: str, output_dir: Path, *flags: str) -> list[str]:
+    return [sys.executable, str(SCRIPTS / "evaluate.py"), str(predictions_file), "--dataset", str(dataset),
+            "--run-id", run_id, "--output-dir", str(output_dir), *flags]
+
+
+def run_evaluate(predictions: list[dict[str, Any] | bytes] | Path, dataset: Path, run_id: str, output_dir: Path,
+                 *flags: str, env: dict[str, str] | None = None, timeout: float = 900) -> EvalRun:
+    """Run evaluate.py as a user would, in its own process; return the parsed report.json (None if absent)."""
+    if isinstance(predictions, Path):
+        preds_file = predictions
+    else:
+        preds_file = output_dir / f"{run_id}.jsonl"
+        preds_file.parent.mkdir(parents=True, exist_ok=True)
+        preds_file.write_bytes(jsonl(predictions))
+    done = subprocess.run(evaluate_command(preds_file, dataset, run_id, output_dir, *flags), cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    report_file = output_dir / run_id / "report.json"
+    report = json.loads(report_file.read_text()) if report_file.exists() else None
+    return EvalRun(done.returncode, done.stdout, done.stderr, output_dir / run_id, report)
+
+
+def run_containers(run_id: str, docker_host: str | None = None) -> list[str]:
+    """Ids of the containers (running or not) labelled with this run id."""
+    env = {**os.environ, **({"DOCKER_HOST": docker_host} if docker_host else {})}
+    done = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}={run_id}"], capture_output=True,
+                          text=True, check=True, env=env)
+    return done.stdout.split()
+
+
+def without_run_metadata(report: dict[str, Any]) -> dict[str, Any]:
+    """A report minus what legitimately differs between two runs of the same file (times, ids, paths)."""
+    return {k: v for k, v in report.items() if k != "run"}
+
+
+# --- host sampling -------------------------------------------------------------------------------
+
+
+def host_process_count() -> int:
+    return sum(1 for name in os.listdir("/proc") if name.isdigit())
+
+
+def host_available_memory_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+
+class HostSampler:
+    """Samples the host's process count and available memory in the background while something runs."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.baseline_processes = host_process_count()
+        self.baseline_memory = host_available_memory_bytes()
+        self.max_processes = self.baseline_processes
+        self.min_memory = self.baseline_memory
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.max_processes = max(self.max_processes, host_process_count())
+            self.min_memory = min(self.min_memory, host_available_memory_bytes())
+            time.sleep(self.interval)
+
+    def __enter__(self) -> HostSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# --- fixtures ------------------------------------------------------------------------------------
+
+
+class DemoDataset(NamedTuple):
+    """The demo task's published folder, pinned to the image built and pushed on this machine."""
+
+    path: Path
+    pinned_ref: str
+    digest: str
+
+
+@pytest.fixture(scope="session")
+def services() -> None:
+    """dockerd and the registry, started if needed; a failure to start them fails the tests (never a skip)."""
+    done = subprocess.run(["bash", str(SCRIPTS / "start_services.sh")], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/start_services.sh could not start Docker and the registry (exit {done.returncode}):\n"
+                    f"{done.stdout}\n{done.stderr}", pytrace=False)
+
+
+def write_task_dataset(out_dir: Path, task_files: list[Path], digest: str | None = None) -> Path:
+    """A published dataset folder made of the given task sources (the demo task or variants of it)."""
+    from asyncodebench.export import write_rows
+    from asyncodebench.sources import rows_from_task_files
+    from asyncodebench.validation import validate_rows
+
+    rows = rows_from_task_files(task_files, PROTOCOLS_FILE, digest_override=digest)
+    validate_rows(rows)
+    write_rows(rows, out_dir)
+    return out_dir
+
+
+@pytest.fixture(scope="session")
+def demo_dataset(services: None, tmp_path_factory: pytest.TempPathFactory) -> DemoDataset:
+    """What scripts/prepare_demo.py does: build and push the demo image, write its rows pinned to the digest."""
+    from asyncodebench.build import build_task_rows
+    from asyncodebench.demo_image import DEMO_TASK_YAML, build, registry_port_from_env
+    from asyncodebench.export import write_rows
+
+    image = build(registry_port_from_env())
+    out = tmp_path_factory.mktemp("demo-dataset")
+    write_rows(build_task_rows(DEMO_TASK_YAML, PROTOCOLS_FILE, digest=image.digest), out)
+    return DemoDataset(out, image.pinned_ref, image.digest)
+
+
+@pytest.fixture(scope="session")
+def offline_demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo rows pinned to a placeholder digest: enough for everything that starts no container."""
+    return write_task_dataset(tmp_path_factory.mktemp("offline-demo"), [DEMO_DIR / "task.yaml"])
+
+
+@pytest.fixture(scope="session")
+def evaluate(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., EvalRun]:
+    """`evaluate(predictions, dataset, *flags, run_id=None, env=None)`: run evaluate.py, return its report."""
+    output_dir = tmp_path_factory.mktemp("runs")
+    counter = iter(range(1_000_000))
+
+    def _evaluate(predictions: list[dict[str, Any] | bytes] | Path, dataset: Path, *flags: str,
+                  run_id: str | None = None, env: dict[str, str] | None = None) -> EvalRun:
+        return run_evaluate(predictions, dataset, run_id or f"run{next(counter)}", output_dir, *flags, env=env)
+
+    return _evaluate
+
+
+@pytest.fixture(scope="session")
+def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun]) -> Iterator[EvalRun]:
+    """Every example prediction (gold, empty, partial, syntax error, the 11 hostile ones) plus two patches with
+    non-UTF-8 bytes, evaluated in ONE run with two workers while the host's processes and memory are sampled."""
+    examples = list(example_predictions().values())
+    lines: list[dict[str, Any] | bytes] = [*examples, latin1_raw_line("hostile-latin1-raw"),
+                                           latin1_escaped_line("hostile-latin1-escaped")]
+    escape = Path("/tmp/asyncodebench-escape.txt")
+    escape.unlink(missing_ok=True)
+    flags = (*FAST_FLAGS, "--max-workers", str(SHARED_RUN_WORKERS), "--memory", SHARED_RUN_MEMORY,
+             "--pids", str(SHARED_RUN_PIDS))
+    with HostSampler() as sampler:
+        run = evaluate(lines, demo_dataset.path, *flags, run_id="shared-demo")
+    time.sleep(1)  # let the kernel reap the removed containers' processes before counting again
+    run.extra.update(sampler=sampler, processes_after=host_process_count(), lines=lines,
+                     containers_left=run_containers("shared-demo"), escape_file_exists=escape.exists())
+    yield run
