@@ -11,4 +11,4 @@ out="${ASYNCODEBENCH_DEMO_DIR:-build/demo}"
 python3 scripts/prepare_demo.py "$out/dataset" >/dev/null
 cat data/demo/predictions/*.jsonl > "$out/predictions.jsonl"
 python3 scripts/evaluate.py "$out/predictions.jsonl" --dataset "$out/dataset" --run-id demo \
-    --output-dir "$out/runs" --timeout 60 --probe-timeout 30 "$@"
+    --output-dir "$out/runs" --timeout 60 --probe-timeout 10 --max-workers 2 "$@"
