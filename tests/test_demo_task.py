@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from asyncodebench.integration import INTEGRATED_PROTOCOLS
 import yaml
 
 from asyncodebench import demo_image
@@ -139,7 +141,7 @@ def test_multiagent_predictions_name_real_specialists(base_repo: Path) -> None:
     agents = {s["agent_id"] for s in TASK["specialists"]}
     rows = [json.loads(line) for line in (PREDICTIONS / "multiagent.jsonl").read_text().splitlines()]
     for row in rows:
-        assert row["protocol"] == "serial_specialists" and set(row["agent_patches"]) == agents
+        assert row["protocol"] in INTEGRATED_PROTOCOLS and set(row["agent_patches"]) == agents
         for patch in filter(None, row["agent_patches"].values()):
             assert _apply(base_repo, patch, check_only=True).returncode == 0
 
