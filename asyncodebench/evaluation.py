@@ -171,20 +171,16 @@ def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
 
 
 def copy_inputs(box: Sandbox, spec: TaskSpec, overlays: dict[str, bytes]) -> list[str]:
-    """Copy the preparation script and the overlays in once; return the overlays' file names."""
+    """Copy the preparation script, its settings and the overlays in, in one archive; return the overlays' names."""
     overlay_names = [f"overlay-{i:02d}.patch" for i in range(len(spec.overlays))]
-    setup = box.exec(f"mkdir -p {IO_DIR}", 60)
-    if setup.exit_code != 0:
-        raise SandboxUnavailableError(f"cannot create {IO_DIR} in {box.name}: {setup.output[-500:]!r}")
-    files = {"prepare.py": script_bytes("prepare.py")}
-    files.update({name: overlays[path] for name, (path, _) in zip(overlay_names, spec.overlays)})
-    box.write_files(files, IO_DIR)
     config = {
         "workdir": spec.workdir, "base_revision": spec.base_revision, "patch": f"{IO_DIR}/patch.diff",
         "overlays": [f"{IO_DIR}/{n}" for n in overlay_names],
         "protected_paths": sorted({*spec.protected_paths, *spec.test_targets}),
     }
-    box.write_files({"prepare.json": json.dumps(config).encode()}, IO_DIR)
+    files = {"prepare.py": script_bytes("prepare.py"), "prepare.json": json.dumps(config).encode()}
+    files.update({name: overlays[path] for name, (path, _) in zip(overlay_names, spec.overlays)})
+    box.write_files({f"{IO_DIR.strip('/')}/{name}": data for name, data in files.items()}, "/")
     return overlay_names
 
 
