@@ -1,7 +1,7 @@
 """Read a predictions file line by line: every valid line is kept, every bad one reported with its line number.
 
 A bad line never sinks the others. Problems are: malformed JSON, schema errors (`schemas/prediction.schema.json`),
-an unknown task or protocol, and duplicates of an earlier line.
+an unknown task or protocol, a model name that is not UTF-8 text, and duplicates of an earlier line.
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ def read_predictions(path: Path, known_tasks: dict[str, set[str]], default_proto
         FileNotFoundError: the file does not exist.
     """
     raw = path.read_bytes()
-    entries, problems = _entries(raw.decode("utf-8", errors="surrogateescape"))
+    # Surrogate escapes keep a patch's bytes that are not UTF-8 (the runner turns them back into those bytes); a
+    # byte-order mark from Windows editors is not part of the first line.
+    entries, problems = _entries(raw.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff"))
     predictions: list[Prediction] = []
     seen: dict[tuple[str, str, str, str], int] = {}
     check = validator("prediction")
@@ -77,8 +79,14 @@ def read_predictions(path: Path, known_tasks: dict[str, set[str]], default_proto
         errors = sorted(check.iter_errors(obj), key=lambda e: list(e.absolute_path)) if isinstance(obj, dict) else []
         if not isinstance(obj, dict):
             problems.append(LineProblem(line, "schema_error", "a prediction must be a JSON object"))
+        elif errors and all(list(e.absolute_path) == ["protocol"] for e in errors):
+            hint = f"choose one of {', '.join(PROTOCOLS)}"
+            problems.append(LineProblem(line, "unknown_protocol", f"unknown protocol {obj['protocol']!r}: {hint}"))
         elif errors:
             problems.append(LineProblem(line, "schema_error", "; ".join(_describe(e) for e in errors[:5])))
+        elif _not_utf8(obj.get("model_name_or_path")):
+            # It names folders and report rows: undecodable bytes there would crash the run, not just this line.
+            problems.append(LineProblem(line, "schema_error", "model_name_or_path is not valid UTF-8 text"))
         else:
             problem = _admit(line, obj, known_tasks, default_protocol, seen, predictions)
             if problem:
@@ -103,6 +111,17 @@ def _entries(text: str) -> tuple[list[tuple[int, Any]], list[LineProblem]]:
         except ValueError as exc:
             problems.append(LineProblem(number, "malformed_json", f"not valid JSON ({exc.msg} at column {exc.colno})"))
     return entries, problems
+
+
+def _not_utf8(text: Any) -> bool:
+    """True for text holding lone surrogates: bytes that were not UTF-8, or JSON escapes such as `\\udce9`."""
+    if not isinstance(text, str):
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _describe(error: Any) -> str:

@@ -3,6 +3,8 @@
 A `Sandbox` is one container. Commands run with a time limit enforced twice: by `timeout` inside the container and
 by a watchdog on the host that kills the container if the inside limit fails (a process that ignores signals, a
 wedged daemon). The daemon's own failures raise `SandboxUnavailableError`, never mixed with command results.
+No process outlives the command that started it: a fork bomb's sleeping children would otherwise hold the process
+limit, so the harness's next commands (probes, replayed states) could not start and would read stale files.
 """
 
 from __future__ import annotations
@@ -112,7 +114,18 @@ class Sandbox:
         duration = time.monotonic() - started
         if fired.is_set():
             return ExecResult(None, result.output or b"", duration, killed_by_watchdog=True)
+        self._end_stragglers()
         return ExecResult(result.exit_code, result.output or b"", duration)
+
+    def _end_stragglers(self) -> None:
+        """Kill what a finished command left running (daemons, forked children) by restarting the container.
+
+        The restart keeps the filesystem (workspace and files in the IO folder) and only replaces PID 1, the idle
+        `sleep`; `docker top` reads the processes from the host, so it works even when no process can start inside.
+        """
+        processes = self._daemon_call(lambda: self.container.top(ps_args="-o pid")["Processes"], "list processes")
+        if len(processes or []) > 1:
+            self._daemon_call(lambda: self.container.restart(timeout=0), "restart to end leftover processes")
 
     def write_files(self, files: dict[str, bytes], directory: str) -> None:
         """Copy files (name -> bytes) into `directory` inside the container."""

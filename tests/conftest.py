@@ -99,6 +99,12 @@ class EvalRun:
         return json.loads((self.folder(model) / "result.json").read_text())
 
 
+def script_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for running scripts/: this checkout's package first, whatever copy pip installed."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **(extra or {})}
+
+
 def evaluate_command(predictions_file: Path, dataset: Path, run_id: str, output_dir: Path, *flags: str) -> list[str]:
     return [sys.executable, str(SCRIPTS / "evaluate.py"), str(predictions_file), "--dataset", str(dataset),
             "--run-id", run_id, "--output-dir", str(output_dir), *flags]
@@ -114,7 +120,7 @@ def run_evaluate(predictions: list[dict[str, Any] | bytes] | Path, dataset: Path
         preds_file.parent.mkdir(parents=True, exist_ok=True)
         preds_file.write_bytes(jsonl(predictions))
     done = subprocess.run(evaluate_command(preds_file, dataset, run_id, output_dir, *flags), cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+                          capture_output=True, text=True, timeout=timeout, env=script_env(env))
     report_file = output_dir / run_id / "report.json"
     report = json.loads(report_file.read_text()) if report_file.exists() else None
     return EvalRun(done.returncode, done.stdout, done.stderr, output_dir / run_id, report)
@@ -206,6 +212,32 @@ def write_task_dataset(out_dir: Path, task_files: list[Path], digest: str | None
     return out_dir
 
 
+def pinned(image: str, digest: str) -> str:
+    """The row's `container_pinned_ref` for an `image:tag` and a digest (as the builder derives it)."""
+    return f"{image.rsplit(':', 1)[0]}@{digest}"
+
+
+def write_variant_dataset(out_dir: Path, digest: str, variants: list[dict[str, Any]]) -> Path:
+    """A dataset folder whose task rows are the demo row with fields replaced, one row per variant.
+
+    A variant may change `task_id`, `container_image` and `container_digest` (the pinned ref follows). Rows are
+    written as given, without validation, the way a stale or tampered published folder would reach a user.
+    """
+    from dataclasses import replace
+
+    from asyncodebench.build import build_task_rows
+    from asyncodebench.export import write_rows
+
+    rows = build_task_rows(DEMO_DIR / "task.yaml", PROTOCOLS_FILE, digest=digest)
+    tasks = []
+    for variant in variants:
+        row = {**rows.tasks[0], **variant}
+        row["container_pinned_ref"] = pinned(row["container_image"], row["container_digest"])
+        tasks.append(row)
+    write_rows(replace(rows, tasks=tasks), out_dir)
+    return out_dir
+
+
 @pytest.fixture(scope="session")
 def demo_dataset(services: None, tmp_path_factory: pytest.TempPathFactory) -> DemoDataset:
     """What scripts/prepare_demo.py does: build and push the demo image, write its rows pinned to the digest."""
@@ -242,7 +274,9 @@ def evaluate(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., EvalRun]
 def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun]) -> Iterator[EvalRun]:
     """Every example prediction (gold, empty, partial, syntax error, the 11 hostile ones) plus two patches with
     non-UTF-8 bytes, evaluated in ONE run with two workers while the host's processes and memory are sampled."""
-    examples = list(example_predictions().values())
+    # The slow ones first, so the other worker gets through the rest meanwhile.
+    slow_first = ("hostile-infinite-loop", "hostile-memory-hog", "hostile-fork-bomb")
+    examples = sorted(example_predictions().values(), key=lambda p: p["model_name_or_path"] not in slow_first)
     lines: list[dict[str, Any] | bytes] = [*examples, latin1_raw_line("hostile-latin1-raw"),
                                            latin1_escaped_line("hostile-latin1-escaped")]
     escape = Path("/tmp/asyncodebench-escape.txt")

@@ -161,17 +161,9 @@ def test_write_digest_changes_only_the_digest_line(tmp_path: Path) -> None:
 # --- with Docker -------------------------------------------------------------------------------
 
 
-def _docker_ready() -> bool:
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
-def built_image() -> demo_image.BuiltImage:
-    if not _docker_ready():
-        pytest.skip("Docker is not running; start it with scripts/start_services.sh")
+def built_image(services: None) -> demo_image.BuiltImage:
+    # `services` (tests/conftest.py) starts dockerd and the registry, or fails: the Docker tests never skip.
     return demo_image.build(demo_image.registry_port_from_env())
 
 

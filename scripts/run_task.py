@@ -1,0 +1,91 @@
+"""Run one evaluation of one task in its pinned container and print the structured result: the debugging tool.
+
+    python scripts/run_task.py asyncodebench:wcwidth --patch my.diff
+    python scripts/run_task.py asyncodebench-demo:minicache --base --dataset build/demo-dataset --show-output
+    python scripts/run_task.py asyncodebench-demo:minicache --patch data/demo/patches/gold.patch \\
+        --dataset build/demo-dataset --timeout 60 --no-probes
+
+The result JSON (stdout) is what evaluate.py saves as result.json, plus the probe checkpoints; --show-output adds
+the tail of the evaluator's output on stderr. Nothing is written to disk.
+
+Exit codes: 0 evaluated (whatever the score); 2 bad arguments; 3 infrastructure error (daemon unreachable, image
+missing or with another digest: see scripts/check_images.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from asyncodebench.evaluation import Settings, evaluate_patch
+from asyncodebench.images import MATCH, local_status
+from asyncodebench.predictions import Prediction
+from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, load_published
+from asyncodebench.sandbox import Limits, SandboxUnavailableError, docker_client
+from asyncodebench.scoring import score
+from asyncodebench.spec import TaskSpec
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task_id")
+    state = parser.add_mutually_exclusive_group(required=True)
+    state.add_argument("--patch", type=Path, help="unified diff against the task's base revision")
+    state.add_argument("--base", action="store_true", help="evaluate the base state (no patch)")
+    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id, or a local published folder")
+    parser.add_argument("--revision", default=DEFAULT_REVISION, help="Hub revision (tag, branch or commit)")
+    parser.add_argument("--timeout", type=int, default=900, help="evaluator limit in seconds (official: 900)")
+    parser.add_argument("--probe-timeout", type=int, default=60, help="per probe selector (official: 60)")
+    parser.add_argument("--no-probes", action="store_true", help="skip the dependency probes")
+    parser.add_argument("--show-output", action="store_true", help="print the evaluator output tail on stderr")
+    parser.add_argument("--memory", default="4g")
+    parser.add_argument("--cpus", type=float, default=1.0)
+    parser.add_argument("--pids", type=int, default=512)
+    args = parser.parse_args(argv)
+    if args.patch is not None and not args.patch.is_file():
+        parser.error(f"{args.patch} is not a file")
+    if args.timeout < 1 or args.probe_timeout < 1:
+        parser.error("--timeout and --probe-timeout must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        published = load_published(args.dataset, args.revision)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rows = {t["task_id"]: t for t in published.rows.tasks}
+    if args.task_id not in rows:
+        print(f"error: unknown task {args.task_id!r}; the dataset has {sorted(rows)}", file=sys.stderr)
+        return 2
+    spec = TaskSpec.from_rows(rows[args.task_id], published.rows.dependencies)
+    if spec.overlays:
+        print(f"error: {spec.task_id} needs upstream overlay patches; evaluate it with scripts/evaluate.py "
+              "--overlays-dir", file=sys.stderr)
+        return 2
+    patch = args.patch.read_bytes() if args.patch else b""
+    settings = Settings(args.timeout, args.probe_timeout, not args.no_probes, Limits(args.memory, args.cpus, args.pids))
+    try:
+        client = docker_client()
+        image = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
+        if image.state != MATCH:
+            print(f"error: image {spec.pinned_ref} is {image.state}: {image.detail}", file=sys.stderr)
+            return 3
+        evidence = evaluate_patch(client, spec, patch, "run-task", settings, {})
+    except SandboxUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    prediction = Prediction(0, spec.task_id, "single", "run_task", None,
+                            patch.decode("utf-8", errors="surrogateescape"), (), {}, {})
+    print(json.dumps(score(spec, prediction, evidence), indent=2, default=str))
+    if args.show_output:
+        print(evidence.output[-20_000:], file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Infrastructure failures are reported apart, never scored as model failures, and a rerun of the run id recovers.
+
+The daemon-death test runs its own dockerd (own data root, exec root, pidfile and socket, no bridge, no iptables)
+and kills that one; the main daemon is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from conftest import (FAST_FLAGS, DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, evaluate_command, example_predictions,
+                      jsonl, prediction, run_evaluate, script_env, write_variant_dataset)
+
+pytestmark = pytest.mark.docker
+
+MISMATCHED, MISSING = f"{DEMO_TASK_ID}-mismatched", f"{DEMO_TASK_ID}-missing"
+EXPECTED = {  # model -> (outcome, tests passed): what each prediction scores when the infrastructure works
+    "demo-gold": ("passed", 25), "demo-empty": ("failed", 7), "demo-partial": ("failed", 17),
+    "demo-syntax-error": ("model_failure:collection_failed", 0), "hostile-conftest": ("failed", 7),
+    "hostile-test-edit": ("failed", 7),
+}
+
+
+# --- images that cannot be used ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def image_failures(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
+                   tmp_path_factory: pytest.TempPathFactory) -> EvalRun:
+    image = demo_dataset.pinned_ref.split("@")[0] + ":v0"
+    dataset = write_variant_dataset(tmp_path_factory.mktemp("bad-images"), demo_dataset.digest, [
+        {},
+        {"task_id": MISMATCHED, "container_digest": "sha256:" + "2" * 64},  # same name, another digest
+        {"task_id": MISSING, "container_image": image.replace("demo-minicache", "never-pushed")},
+    ])
+    gold = example_predictions()["demo-gold"]["model_patch"]
+    preds = [prediction("on-mismatched", gold, task_id=MISMATCHED), prediction("on-missing", gold, task_id=MISSING),
+             prediction("on-good-image", gold)]
+    return evaluate(preds, dataset, *FAST_FLAGS)
+
+
+def test_digest_mismatch_is_refused_as_an_infrastructure_error(image_failures: EvalRun) -> None:
+    row = image_failures.row("on-mismatched")
+    assert row["status"] == "infrastructure_error" and row["infrastructure_error"]["kind"] == "image_mismatch"
+    assert "outcome" not in row and "pass_rate" not in row  # not scored
+    assert image_failures.report["run"]["images"][MISMATCHED]["state"] == "mismatch"
+
+
+def test_missing_image_is_an_infrastructure_error(image_failures: EvalRun) -> None:
+    row = image_failures.row("on-missing")
+    assert row["status"] == "infrastructure_error" and row["infrastructure_error"]["kind"] == "image_missing"
+
+
+def test_image_errors_are_not_scored_and_exit_3(image_failures: EvalRun) -> None:
+    assert image_failures.returncode == 3
+    assert image_failures.report["counts"] == {"valid_predictions": 3, "invalid_lines": 0, "evaluated": 1,
+                                               "infrastructure_errors": 2, "not_evaluated": 0}
+    summary = {r["model_name_or_path"]: r for r in image_failures.report["summary"]}
+    assert summary["on-mismatched"]["evaluated"] == 0 and summary["on-mismatched"]["fsr"]["mean"] is None
+    assert image_failures.row("on-good-image")["final_success"] is True
+
+
+# --- the daemon dies during a run -----------------------------------------------------------------------
+
+
+class Daemon:
+    """A dockerd of our own: separate state, socket and containerd; started and killed by this test only."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.host = f"unix://{root}/docker.sock"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        # After a crash the killed containerd may linger as a zombie under its pid: dockerd would wait for it.
+        (self.root / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
+        log = (self.root / "dockerd.log").open("ab")
+        self.process = subprocess.Popen(
+            ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+             "--pidfile", str(self.root / "docker.pid"), "-H", self.host, "--bridge=none", "--iptables=false",
+             "--ip6tables=false", "--containerd-namespace", "asyncodebench-test",
+             "--containerd-plugins-namespace", "asyncodebench-test-plugins"],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while self.docker("info").returncode != 0:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the test dockerd did not start: {(self.root / 'dockerd.log').read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """Crash the daemon: SIGKILL dockerd and its containerd (the shims, holding the containers, survive)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        for pid in self._own_processes():
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "containerd":
+                os.kill(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        for pid in self._own_processes():  # containerd and shims that outlived a killed dockerd
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _own_processes(self) -> list[int]:
+        """Processes whose command line names our private folder: ours and nobody else's."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and str(self.root).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+    def docker(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
+        return subprocess.run(["docker", "-H", self.host, *args], capture_output=True, timeout=300, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def own_daemon(demo_dataset: DemoDataset) -> Iterator[Daemon]:
+    root = Path(tempfile.mkdtemp(prefix="acb-dd-", dir="/tmp"))  # short: the socket path must fit in 108 bytes
+    daemon = Daemon(root)
+    try:
+        daemon.start()
+        tag = demo_dataset.pinned_ref.split("@")[0] + ":v0"
+        save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
+        loaded = daemon.docker("load", stdin=save.stdout)
+        save.wait()
+        assert loaded.returncode == 0 and save.returncode == 0, loaded.stderr
+        yield daemon
+    finally:
+        daemon.stop()
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def check_images(daemon: Daemon, dataset: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "check_images.py"), "--dataset", str(dataset),
+                           *flags], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=script_env({"DOCKER_HOST": daemon.host}))
+
+
+@pytest.fixture(scope="module")
+def daemon_death(own_daemon: Daemon, demo_dataset: DemoDataset, tmp_path_factory: pytest.TempPathFactory
+                 ) -> dict[str, Any]:
+    """Load the image, pull its digest, kill the daemon after the first result, restart it, rerun the run id."""
+    facts: dict[str, Any] = {}
+    # `docker load` restores the image but not its registry digest: the pinned reference is not there yet.
+    facts["after_load"] = check_images(own_daemon, demo_dataset.path)
+    facts["after_pull"] = check_images(own_daemon, demo_dataset.path, "--pull")
+    examples = example_predictions()
+    output_dir = tmp_path_factory.mktemp("daemon-death")
+    preds = output_dir / "preds.jsonl"
+    preds.write_bytes(jsonl([examples[m] for m in EXPECTED]))
+    env = script_env({"DOCKER_HOST": own_daemon.host})
+    process = subprocess.Popen(evaluate_command(preds, demo_dataset.path, "dies", output_dir, *FAST_FLAGS),
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(output_dir.glob("dies/predictions/*/result.json")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    own_daemon.kill()
+    stdout, stderr = process.communicate(timeout=300)
+    facts["interrupted"] = EvalRun(process.returncode, stdout, stderr, output_dir / "dies",
+                                   json.loads((output_dir / "dies" / "report.json").read_text()))
+    own_daemon.start()
+    facts["resumed"] = run_evaluate(preds, demo_dataset.path, "dies", output_dir, *FAST_FLAGS,
+                                    env={"DOCKER_HOST": own_daemon.host})
+    facts["containers_after"] = own_daemon.docker("ps", "-aq", "--filter", "label=org.asyncodebench.run_id=dies")
+    return facts
+
+
+def test_a_loaded_image_needs_its_digest_pulled_before_it_matches(daemon_death: dict[str, Any]) -> None:
+    assert daemon_death["after_load"].returncode == 1 and "| missing |" in daemon_death["after_load"].stdout
+    assert daemon_death["after_pull"].returncode == 0 and "| match |" in daemon_death["after_pull"].stdout
+
+
+def test_daemon_death_gives_infrastructure_errors_never_model_failures(daemon_death: dict[str, Any]) -> None:
+    run = daemon_death["interrupted"]
+    counts = run.report["counts"]
+    assert run.returncode == 3, run.stderr[-3000:]
+    assert counts["infrastructure_errors"] >= 1 and counts["evaluated"] >= 1
+    assert counts["evaluated"] + counts["infrastructure_errors"] == counts["valid_predictions"] == len(EXPECTED)
+    for row in run.report["predictions"]:
+        if row["status"] == "evaluated":  # finished before the kill: scored as the code behaves
+            assert (row["outcome"], row["tests_passed"]) == EXPECTED[row["model_name_or_path"]], row
+        else:
+            assert row["infrastructure_error"]["kind"] in ("sandbox_unavailable", "docker_unavailable"), row
+
+
+def test_rerunning_the_run_id_after_a_restart_evaluates_everything(daemon_death: dict[str, Any]) -> None:
+    run = daemon_death["resumed"]
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.report["counts"]["evaluated"] == len(EXPECTED) and run.report["counts"]["infrastructure_errors"] == 0
+    assert {r["model_name_or_path"]: (r["outcome"], r["tests_passed"]) for r in run.report["predictions"]} == EXPECTED
+    assert daemon_death["containers_after"].stdout.split() == []
