@@ -19,7 +19,7 @@ from asyncodebench.probes import ProbeRun, run_probes
 from asyncodebench.sandbox import Limits, Sandbox, SandboxUnavailableError
 from asyncodebench.spec import TaskSpec
 from asyncodebench.workspace import (
-    IO_DIR, KILL_GRACE_SECONDS, read_exit_code, read_report, read_tail, script_bytes, timed_shell,
+    IO_DIR, KILL_GRACE_SECONDS, read_exit_code, read_report, read_tail, script_bytes, stopped_by_timeout, timed_shell,
 )
 
 
@@ -156,7 +156,7 @@ def _evaluate_final(box: Sandbox, spec: TaskSpec, patch: bytes, settings: Settin
     exit_code = None if run.killed_by_watchdog else read_exit_code(box, "evaluator")
     output = "" if run.killed_by_watchdog else read_tail(box, "evaluator")
     report = None if run.killed_by_watchdog else read_report(box, f"{IO_DIR}/report.json")
-    timed_out = run.killed_by_watchdog or exit_code == 124
+    timed_out = run.killed_by_watchdog or stopped_by_timeout(exit_code, run.duration_seconds, settings.timeout)
     # A container the watchdog killed is gone: its probes cannot run and count as not passed.
     wanted = settings.run_probes and not run.killed_by_watchdog
     probes = run_probes(box, spec, settings.probe_timeout) if wanted else None

@@ -20,7 +20,7 @@ from typing import Any
 from asyncodebench import __version__
 from asyncodebench.evaluation import Settings, State, evaluate_patch
 from asyncodebench.integration import INTEGRATED_PROTOCOLS, plan_artifacts
-from asyncodebench.images import MATCH, ImageStatus, local_status, pull
+from asyncodebench.images import MATCH, UNREACHABLE, ImageStatus, local_status, pull
 from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
 from asyncodebench.rows import PublishedRows, load_published
 from asyncodebench.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
@@ -144,9 +144,12 @@ def _check_images(client: Any, config: RunConfig, state: RunState, task_ids: set
     statuses = {}
     for task_id in sorted(task_ids):
         spec = state.specs[task_id]
-        status = local_status(client, task_id, spec.image, spec.pinned_ref)
-        if status.state != MATCH and config.pull:
-            status = pull(client, task_id, spec.image, spec.pinned_ref)
+        try:
+            status = local_status(client, task_id, spec.image, spec.pinned_ref)
+            if status.state != MATCH and config.pull:
+                status = pull(client, task_id, spec.image, spec.pinned_ref)
+        except Exception as exc:  # the daemon went away after the ping: an infrastructure failure, reported
+            status = ImageStatus(task_id, spec.pinned_ref, UNREACHABLE, (), f"the Docker daemon failed: {exc}")
         statuses[task_id] = status
     return statuses
 

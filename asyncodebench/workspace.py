@@ -29,6 +29,14 @@ def timed_shell(workdir: str, command: tuple[str, ...], seconds: int, name: str)
     )
 
 
+def stopped_by_timeout(exit_code: int | None, seconds: float, limit: int) -> bool:
+    """Whether `timeout` ended the command: 124, or 137 when it had to escalate to SIGKILL after the full limit.
+
+    A 137 before the limit is another SIGKILL (the kernel's OOM killer), not a timeout.
+    """
+    return exit_code == 124 or (exit_code == 137 and seconds >= limit)
+
+
 def read_exit_code(box: Sandbox, name: str) -> int | None:
     raw = box.read_file(f"{IO_DIR}/{name}.rc", 100)
     try:

@@ -102,9 +102,6 @@ def test_a_selector_naming_no_test_gives_the_same_statuses(box: Sandbox, spec: T
     assert {reference[s] for s in spec.selectors} == {"passed"}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: probes.py TIMEOUT_EXIT_CODES counts exit 137 (killed: out of memory) "
-                                       "as a timeout, so a selector is `timed_out` where per-selector gives "
-                                       "`not_collected`")
 def test_a_probe_killed_for_memory_is_not_collected_as_per_selector(box: Sandbox, spec: TaskSpec) -> None:
     set_state(box, spec, MEMORY_HOG.encode())
     batched, reference, _ = compare(box, spec)
