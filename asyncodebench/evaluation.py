@@ -19,7 +19,7 @@ from asyncodebench.probes import ProbeRun, run_probes
 from asyncodebench.sandbox import Limits, Sandbox, SandboxUnavailableError
 from asyncodebench.spec import TaskSpec
 from asyncodebench.workspace import (
-    IO_DIR, KILL_GRACE_SECONDS, read_exit_code, read_report, read_tail, script_bytes, stopped_by_timeout, timed_shell,
+    IO_DIR, KILL_GRACE_SECONDS, CommandOutput, command_dir, read_output, script_bytes, stopped_by_timeout, timed_shell,
 )
 
 
@@ -153,9 +153,8 @@ def _evaluate_final(box: Sandbox, spec: TaskSpec, patch: bytes, settings: Settin
         return Evidence(preparation, None, False, False, 0.0, "", None, None, box.name, command)
     script = timed_shell(spec.workdir, command, settings.timeout, "evaluator")
     run = box.exec(script, settings.timeout + KILL_GRACE_SECONDS)
-    exit_code = None if run.killed_by_watchdog else read_exit_code(box, "evaluator")
-    output = "" if run.killed_by_watchdog else read_tail(box, "evaluator")
-    report = None if run.killed_by_watchdog else read_report(box, f"{IO_DIR}/report.json")
+    out = CommandOutput(None, "", None) if run.killed_by_watchdog else read_output(box, "evaluator")
+    exit_code, output, report = out.exit_code, out.tail, out.report
     timed_out = run.killed_by_watchdog or stopped_by_timeout(exit_code, run.duration_seconds, settings.timeout)
     # A container the watchdog killed is gone: its probes cannot run and count as not passed.
     wanted = settings.run_probes and not run.killed_by_watchdog
@@ -167,7 +166,8 @@ def _evaluate_final(box: Sandbox, spec: TaskSpec, patch: bytes, settings: Settin
 def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
     """The evaluator as it runs: the task's pytest options, a JSON report, then its targets (METRICS 1.3)."""
     return (spec.interpreter, "-m", "pytest", *spec.pytest_options, "--json-report",
-            f"--json-report-file={IO_DIR}/report.json", "--continue-on-collection-errors", *spec.test_targets)
+            f"--json-report-file={command_dir('evaluator')}/report.json", "--continue-on-collection-errors",
+            *spec.test_targets)
 
 
 def copy_inputs(box: Sandbox, spec: TaskSpec, overlays: dict[str, bytes]) -> list[str]:
@@ -187,14 +187,13 @@ def copy_inputs(box: Sandbox, spec: TaskSpec, overlays: dict[str, bytes]) -> lis
 def _prepare(box: Sandbox, spec: TaskSpec, patch: bytes) -> Preparation:
     """Reset to the base, apply overlays and the patch, protect grading; read the record before any code runs."""
     box.write_files({"patch.diff": patch}, IO_DIR)
-    done = box.exec(f"rm -f {IO_DIR}/prepared.json; {spec.interpreter} {IO_DIR}/prepare.py {IO_DIR}", 300)
-    raw = box.read_file(f"{IO_DIR}/prepared.json", 10_000_000)
-    if done.exit_code != 0 or raw is None:
+    done = box.exec(f"{spec.interpreter} {IO_DIR}/prepare.py {IO_DIR}", 300)
+    text = done.output.decode("utf-8", "replace")
+    last = text.strip().rsplit("\n", 1)[-1]
+    if done.exit_code != 0 or not last.startswith("{"):
         # Our own script failed on the image (git missing, base commit absent): the environment is at fault.
-        raise SandboxUnavailableError(
-            f"preparing {spec.task_id} in {box.name} failed: {done.output.decode('utf-8', 'replace')[-2000:]}"
-        )
-    record = json.loads(raw)
+        raise SandboxUnavailableError(f"preparing {spec.task_id} in {box.name} failed: {text[-2000:]}")
+    record = json.loads(last)
     return Preparation(
         record["patch_status"], record["patch_log"][-5000:], (), record["canonical_ref"],
         tuple(record["restored_paths"]), tuple(record["untracked_paths_removed"]),

@@ -16,7 +16,7 @@ from asyncodebench.grading import SelectorResult, node_matches, selector_status
 from asyncodebench.sandbox import Sandbox
 from asyncodebench.spec import TaskSpec
 from asyncodebench.workspace import (
-    IO_DIR, KILL_GRACE_SECONDS, read_exit_code, read_report, read_tail, stopped_by_timeout, timed_shell,
+    KILL_GRACE_SECONDS, CommandOutput, command_dir, read_output, stopped_by_timeout, timed_shell,
 )
 
 NORMAL_EXIT_CODES = (0, 1)  # tests ran; some may have failed
@@ -61,18 +61,15 @@ def run_probes(box: Sandbox, spec: TaskSpec, probe_timeout: int) -> ProbeRun:
 
 
 def _call(box: Sandbox, spec: TaskSpec, selectors: Sequence[str], timeout: int, name: str) -> ProbeCall:
-    report_path = f"{IO_DIR}/{name}.json"
     # Plain `python -m pytest`: probes do not use the evaluator's flags (METRICS 0.1).
-    command = (spec.interpreter, "-m", "pytest", "--json-report", f"--json-report-file={report_path}",
+    command = (spec.interpreter, "-m", "pytest", "--json-report", f"--json-report-file={command_dir(name)}/report.json",
                "--continue-on-collection-errors", *selectors)
-    box.exec(f"mkdir -p {IO_DIR} && rm -f {report_path}", 60)
     run = box.exec(timed_shell(spec.workdir, command, timeout, name), timeout + KILL_GRACE_SECONDS)
-    exit_code = None if run.killed_by_watchdog else read_exit_code(box, name)
-    report = None if run.killed_by_watchdog else read_report(box, report_path)
-    timed_out = run.killed_by_watchdog or exit_code == -1 or stopped_by_timeout(exit_code, run.duration_seconds, timeout)
-    tests = tuple(_node(t) for t in (report or {}).get("tests") or [] if isinstance(t, dict))
-    tail = "" if run.killed_by_watchdog else read_tail(box, name)
-    return ProbeCall(tuple(selectors), exit_code, timed_out, tests, report is not None and report != {}, tail[-4000:])
+    out = CommandOutput(None, "", None) if run.killed_by_watchdog else read_output(box, name)
+    timed_out = (run.killed_by_watchdog or out.exit_code == -1
+                 or stopped_by_timeout(out.exit_code, run.duration_seconds, timeout))
+    tests = tuple(_node(t) for t in (out.report or {}).get("tests") or [] if isinstance(t, dict))
+    return ProbeCall(tuple(selectors), out.exit_code, timed_out, tests, bool(out.report), out.tail[-4000:])
 
 
 def _node(test: Mapping[str, Any]) -> dict[str, Any]:

@@ -139,19 +139,22 @@ class Sandbox:
 
     def read_file(self, path: str, limit: int) -> bytes | None:
         """The first `limit` bytes of a file in the container, or None when it does not exist."""
+        files = self.read_files(path, limit)
+        return next(iter(files.values())) if files else None
+
+    def read_files(self, path: str, limit: int) -> dict[str, bytes]:
+        """The regular files at `path` (a file or a folder) by their name, each cut to `limit` bytes; one call."""
         import docker.errors
 
         try:
             stream, _ = self.container.get_archive(path)
         except docker.errors.NotFound:
-            return None
+            return {}
         except Exception as exc:
             raise SandboxUnavailableError(f"could not read {path} from {self.name}: {exc}") from exc
-        raw = b"".join(stream)
-        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-            member = tar.next()
-            handle = tar.extractfile(member) if member else None
-            return handle.read(limit) if handle else None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            return {member.name.rsplit("/", 1)[-1]: tar.extractfile(member).read(limit)  # type: ignore[union-attr]
+                    for member in tar.getmembers() if member.isfile()}
 
     def remove(self) -> None:
         """Remove the container, whatever state it is in."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +17,31 @@ REPORT_CAP_BYTES = 200_000_000
 KILL_GRACE_SECONDS = 10
 
 
-def timed_shell(workdir: str, command: tuple[str, ...], seconds: int, name: str) -> str:
-    """A shell line running `command` in `workdir` under `timeout`; output, tail and exit code land in IO_DIR.
+@dataclass(frozen=True)
+class CommandOutput:
+    """What a timed command left in its folder: exit code, the tail of its output, its JSON report if any."""
 
+    exit_code: int | None
+    tail: str
+    report: dict[str, Any] | None  # None when absent, {} when not a JSON object
+
+
+def command_dir(name: str) -> str:
+    return f"{IO_DIR}/{name}"
+
+
+def timed_shell(workdir: str, command: tuple[str, ...], seconds: int, name: str) -> str:
+    """A shell line running `command` in `workdir` under `timeout`, its traces in a fresh `command_dir(name)`.
+
+    The folder gets `rc` (exit code), `tail` (the last MB of output) and whatever report the command writes there.
     The repository's `src/` and root go first on PYTHONPATH, as the official evaluator and probes do.
     """
-    out = f"{IO_DIR}/{name}.out"
+    folder, quoted = command_dir(name), shlex.quote(workdir)
     return (
-        f'cd {shlex.quote(workdir)} && PYTHONPATH={shlex.quote(workdir)}/src:{shlex.quote(workdir)}:"${{PYTHONPATH:-}}" '
-        f"timeout -k {KILL_GRACE_SECONDS} {seconds} {shlex.join(command)} > {out} 2>&1; "
-        f"echo $? > {IO_DIR}/{name}.rc; tail -c {OUTPUT_CAP_BYTES} {out} > {IO_DIR}/{name}.tail; rm -f {out}"
+        f"rm -rf {folder} && mkdir -p {folder} && cd {quoted} && "
+        f'PYTHONPATH={quoted}/src:{quoted}:"${{PYTHONPATH:-}}" '
+        f"timeout -k {KILL_GRACE_SECONDS} {seconds} {shlex.join(command)} > {folder}/out 2>&1; "
+        f"echo $? > {folder}/rc; tail -c {OUTPUT_CAP_BYTES} {folder}/out > {folder}/tail; rm -f {folder}/out"
     )
 
 
@@ -37,22 +53,18 @@ def stopped_by_timeout(exit_code: int | None, seconds: float, limit: int) -> boo
     return exit_code == 124 or (exit_code == 137 and seconds >= limit)
 
 
-def read_exit_code(box: Sandbox, name: str) -> int | None:
-    raw = box.read_file(f"{IO_DIR}/{name}.rc", 100)
+def read_output(box: Sandbox, name: str) -> CommandOutput:
+    """Everything a timed command left, in one read; its report is `report.json` in its folder."""
+    files = box.read_files(command_dir(name), REPORT_CAP_BYTES)
     try:
-        return int(raw.decode().strip()) if raw else None
-    except ValueError:
-        return None
+        exit_code: int | None = int(files["rc"].decode().strip())
+    except (KeyError, ValueError):
+        exit_code = None
+    tail = files.get("tail", b"")[-OUTPUT_CAP_BYTES:].decode("utf-8", errors="replace")
+    return CommandOutput(exit_code, tail, _report(files.get("report.json")))
 
 
-def read_tail(box: Sandbox, name: str) -> str:
-    raw = box.read_file(f"{IO_DIR}/{name}.tail", OUTPUT_CAP_BYTES)
-    return raw.decode("utf-8", errors="replace") if raw else ""
-
-
-def read_report(box: Sandbox, path: str) -> dict[str, Any] | None:
-    """A pytest-json-report: None when the file is absent, {} when it cannot be read as a JSON object."""
-    raw = box.read_file(path, REPORT_CAP_BYTES)
+def _report(raw: bytes | None) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:

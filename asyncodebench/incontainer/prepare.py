@@ -1,7 +1,8 @@
 """Prepare the task workspace inside its container: base state, overlays, the patch, then protect grading.
 
 Runs before any evaluated code, with the task's interpreter (standard library only, Python >= 3.6). Reads
-`<io>/prepare.json`, writes `<io>/prepared.json`. Nothing from the patch executes here: it is applied as data.
+`<io>/prepare.json` and prints its record as one JSON line. Nothing from the patch executes here: it is applied as
+data.
 """
 
 import json
@@ -109,8 +110,7 @@ def main():
     record["changed_paths"] = [p for p in tracked + untracked if p not in hazards]
     git("add", "-A")
     git("commit", "-q", "--allow-empty", "-m", "asyncodebench evaluated state")
-    with open(os.path.join(io_dir, "prepared.json"), "w") as handle:
-        json.dump(record, handle)
+    sys.stdout.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":
