@@ -130,14 +130,14 @@ def _estimate(values: list[float]) -> dict[str, Any]:
     return {"mean": estimate.mean, "ci_low": estimate.ci_low, "ci_high": estimate.ci_high, "n": estimate.n}
 
 
-def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True) -> str:
+def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True, missing: str = "unscored") -> str:
     if isinstance(estimate, dict):
         if estimate["mean"] is None:
             return "unscored"
         scale = 100 if percent else 1
         return f"{estimate['mean'] * scale:.1f} [{estimate['ci_low'] * scale:.1f}, {estimate['ci_high'] * scale:.1f}]"
     if estimate is None or (isinstance(estimate, float) and math.isnan(estimate)):
-        return "unscored"
+        return missing
     return f"{estimate * 100:.1f}" if percent else f"{estimate:.2f}"
 
 
@@ -166,7 +166,7 @@ def markdown(report: dict[str, Any]) -> str:
     lines += [
         "", "### Dependency timing", "",
         "T = checkpoints per run; DRS and CAIL penalized (T+1 when unresolved); DRE in percent; merge conflict and "
-        "scope violation rates per integrated agent artifact.", "",
+        "scope violation rates per integrated agent artifact (n/a: no agent patches were integrated).", "",
         "| model | protocol | T | DRS pen. | DRE | CAIL pen. | unresolved | merge conflicts | scope violations |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -175,7 +175,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {row['model_name_or_path']} | {row['protocol']} | {_fmt(row['mean_checkpoint_count'], False)} | "
             f"{_fmt(row['mean_drs_penalized'], False)} | {_fmt(row['mean_dre'])} | "
             f"{_fmt(row['mean_cail_penalized'], False)} | {_fmt(row['mean_unresolved_dependencies'], False)} | "
-            f"{_fmt(row['merge_conflict_rate'])} | {_fmt(row['scope_violation_rate'])} |"
+            f"{_fmt(row['merge_conflict_rate'], missing='n/a')} | {_fmt(row['scope_violation_rate'], missing='n/a')} |"
         )
     lines += ["", "## Predictions", "",
               "| line | model | protocol | task | outcome | passed | pass rate | ADPR | removed / restored |",
