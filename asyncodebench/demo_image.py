@@ -391,11 +391,6 @@ def build(registry_port: int = DEFAULT_REGISTRY_PORT, source: Path = DEMO_REPO) 
     return BuiltImage(f"{image_name(registry_port)}@{digest}", digest, image_id, base_revision)
 
 
-def build_demo_image(registry_port: int = DEFAULT_REGISTRY_PORT) -> str:
-    """Build and push the demo image; return `127.0.0.1:<port>/asyncodebench/demo-minicache@sha256:...`."""
-    return build(registry_port).pinned_ref
-
-
 _DIGEST_LINE = re.compile(r"^container_digest: sha256:[0-9a-f]{64}$", re.MULTILINE)
 
 

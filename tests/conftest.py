@@ -253,7 +253,7 @@ def demo_dataset(services: None, tmp_path_factory: pytest.TempPathFactory) -> De
 
 @pytest.fixture(scope="session")
 def offline_demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo rows pinned to a placeholder digest: enough for everything that starts no container."""
+    """The demo rows as committed (digest of data/demo/task.yaml): enough for everything that starts no container."""
     return write_task_dataset(tmp_path_factory.mktemp("offline-demo"), [DEMO_DIR / "task.yaml"])
 
 
