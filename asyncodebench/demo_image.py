@@ -68,7 +68,7 @@ PYPI_WHEELS = ("pytest-json-report==1.5.0", "pytest-metadata==3.1.1")
 SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"
 HOST_APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 
-IGNORED_NAMES = {"__pycache__", ".pytest_cache", ".git"}
+IGNORED_NAMES = {"__pycache__", ".pytest_cache", ".benchmarks", ".git"}  # tool litter, not the repository
 
 
 class DemoImageError(RuntimeError):
