@@ -159,6 +159,11 @@ def _work_problem(prediction: Prediction, agents: set[str]) -> str | None:
         return "give either agent_patches (the harness integrates them) or checkpoints, not both"
     if prediction.agent_patches and prediction.protocol not in INTEGRATED_PROTOCOLS:
         return f"agent_patches are integrated only for {', '.join(INTEGRATED_PROTOCOLS)}, not {prediction.protocol}"
+    kinds = [c["checkpoint_type"] for c in prediction.checkpoints]
+    if "final_integrated" in kinds[:-1]:
+        return "only the last checkpoint may be final_integrated"
+    if kinds and kinds[-1] != "final_integrated" and not prediction.model_patch:
+        return "the final state is missing: end checkpoints with a final_integrated one, or give model_patch"
     unknown = sorted(set(prediction.agent_patches) - agents)
     if unknown:
         return f"agent_patches names agents {unknown} that are not specialists of the task ({sorted(agents)})"

@@ -114,6 +114,8 @@ def _rescore(state: RunState, folders: dict[int, Path]) -> None:
 def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], progress: Any) -> None:
     pending = [p for p in state.file.predictions if config.force or not store.is_finished(folders[p.line])]
     state.skipped_finished = len(state.file.predictions) - len(pending)
+    if progress is not None:
+        progress.update(state.skipped_finished)  # finished in an earlier, interrupted run of this id
     if not pending:
         return
     try:
@@ -239,6 +241,7 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
                      "limits": asdict(config.settings.limits), "default_protocol": config.default_protocol,
                      "tasks": list(config.tasks), "mode": "rescore" if config.rescore else "evaluate"},
         "images": {t: s.as_dict() for t, s in sorted(state.images.items())},
+        "work": {"evaluated_now": state.evaluated_now, "already_finished": state.skipped_finished},
         "started_at": state.started_at,
         "finished_at": now(),
         "command": " ".join(sys.argv),

@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     store.write_atomic(config.run_dir / "predictions.csv", csv_text(report["predictions"]))
     plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
     print(markdown(report).split("## Predictions")[0])
+    if state.skipped_finished:
+        print(f"resumed: {state.skipped_finished} predictions were already finished in run {config.run_id}")
     print(f"report: {config.run_dir / 'report.md'} (JSON, CSV{', PNG' if plot else ''} beside it)")
     if report["counts"]["infrastructure_errors"] or report["counts"]["not_evaluated"]:
         return 3

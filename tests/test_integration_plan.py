@@ -46,3 +46,26 @@ def test_renames_and_unsafe_paths_are_seen_in_the_headers() -> None:
     assert paths.paths == ("a.py", "b.py", "../etc/x", "/abs")
     assert paths.unsafe == ("../etc/x", "/abs")
     assert outside_scope(("a.py", "pkg/m.py"), ("pkg/",)) == ("a.py",)
+
+
+def test_checkpoint_sequences_must_end_in_a_final_state(tmp_path) -> None:
+    import json
+
+    from asyncodebench.predictions import read_predictions
+
+    def line(model: str, kinds: list[str], patch: str | None = None) -> str:
+        checkpoints = [{"checkpoint_type": k, "workspace_kind": "integrated_workspace", "patch": ""} for k in kinds]
+        row = {"task_id": "asyncodebench:x", "model_name_or_path": model, "protocol": "serial_specialists",
+               "checkpoints": checkpoints, **({"model_patch": patch} if patch is not None else {})}
+        return json.dumps(row)
+
+    path = tmp_path / "preds.jsonl"
+    path.write_text("\n".join([
+        line("ends-final", ["integration_after_merge", "final_integrated"]),
+        line("final-in-the-middle", ["final_integrated", "integration_after_merge"]),
+        line("no-final", ["integration_after_merge"]),
+        line("no-final-but-patch", ["integration_after_merge"], "diff --git a/a b/a\n"),
+    ]) + "\n")
+    parsed = read_predictions(path, {"asyncodebench:x": {"a"}}, None)
+    assert [p.model for p in parsed.predictions] == ["ends-final", "no-final-but-patch"]
+    assert [(p.line, "final" in p.message) for p in parsed.problems] == [(2, True), (3, True)]
