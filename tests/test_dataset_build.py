@@ -3,7 +3,6 @@ facts, and no reference solution anywhere."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -15,6 +14,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from AsynCodeBench import AsynCodeBench
 from asyncodebench.export import PARQUET_NAME
 from asyncodebench.features import FEATURES
 
@@ -24,17 +24,6 @@ EXPECTED_ROWS = {"tasks": 19, "scenarios": 95, "dependencies": 52}
 PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
 SCENARIO_ID = re.compile(r"^asyncodebench:[a-z0-9][a-z0-9_.-]*/(single|serial_specialists|async_private|caid_manager|async_manager)$")
 GOLD_FIELD = "upstream_merge_commit_sha_gold_offline_only"
-
-
-def load_builder_class() -> type:
-    """`AsynCodeBench.py` sits at the repository root, outside the installed package."""
-    if "AsynCodeBench" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("AsynCodeBench", ROOT / "AsynCodeBench.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclass config resolves annotations through sys.modules
-        spec.loader.exec_module(module)
-    return sys.modules["AsynCodeBench"].AsynCodeBench
 
 
 @cache
@@ -59,7 +48,7 @@ def facts_dependencies() -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("config", list(FEATURES))
 def test_builder_yields_the_release_counts_with_the_declared_features(config: str, tmp_path: Path) -> None:
-    builder = load_builder_class()(config_name=config, cache_dir=str(tmp_path))
+    builder = AsynCodeBench(config_name=config, cache_dir=str(tmp_path))
     builder.download_and_prepare()
     dataset = builder.as_dataset(split="test")
     assert len(dataset) == EXPECTED_ROWS[config]

@@ -6,7 +6,6 @@ in a subprocess because `datasets` and `huggingface_hub` read `HF_ENDPOINT` when
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -21,6 +20,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from AsynCodeBench import AsynCodeBench
 from asyncodebench import hub_mirror
 from asyncodebench.export import PARQUET_NAME, split_front_matter, write_front_matter
 from asyncodebench.features import FEATURES
@@ -62,15 +62,9 @@ def run_python(code: str, out_file: Path, *args: str, cwd: Path, env: dict[str, 
 
 
 def builder_rows(cache_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    if "AsynCodeBench" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("AsynCodeBench", ROOT / "AsynCodeBench.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclass config resolves annotations through sys.modules
-        spec.loader.exec_module(module)
     rows = {}
     for config in FEATURES:
-        builder = sys.modules["AsynCodeBench"].AsynCodeBench(config_name=config, cache_dir=str(cache_dir))
+        builder = AsynCodeBench(config_name=config, cache_dir=str(cache_dir))
         builder.download_and_prepare()
         rows[config] = builder.as_dataset(split="test").to_list()
     return rows
