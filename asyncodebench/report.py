@@ -141,8 +141,11 @@ def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True, missing:
     return f"{estimate * 100:.1f}" if percent else f"{estimate:.2f}"
 
 
-def markdown(report: dict[str, Any]) -> str:
-    """The report as people read it: summary first, then every prediction, then what was skipped."""
+def markdown(report: dict[str, Any], plot: str | None = None) -> str:
+    """The report as people read it: summary first, then every prediction, then what was skipped.
+
+    `plot` is the file name of the resolution plot beside the report, shown with the dependency traces.
+    """
     run, counts = report["run"], report["counts"]
     lines = [
         f"# AsynCodeBench evaluation `{run['run_id']}`", "",
@@ -192,7 +195,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | "
             f"{p['adpr_numerator']}/{p['adpr_denominator']} | {guards} |"
         )
-    lines += trace_tables(report["predictions"])
+    lines += trace_tables(report["predictions"], plot)
     if report["line_problems"]:
         lines += ["", "## Skipped lines", ""] + [
             f"- line {p['line']} ({p['kind']}): {p['message']}" for p in report["line_problems"]]
@@ -204,7 +207,7 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def trace_tables(predictions: list[dict[str, Any]]) -> list[str]:
+def trace_tables(predictions: list[dict[str, Any]], plot: str | None = None) -> list[str]:
     """Per prediction with more than one checkpoint: which probe groups of each dependency passed at each step.
 
     Cells list the passing groups (U upstream, D downstream, I integrated); agent-workspace steps are marked `*`
@@ -217,8 +220,10 @@ def trace_tables(predictions: list[dict[str, Any]]) -> list[str]:
         if len(steps) < 2:
             continue
         if not lines:
-            lines += ["", "## Dependency traces", "",
-                      "Passing probe groups per step: U upstream, D downstream, I integrated; * agent workspace.", ""]
+            lines += ["", "## Dependency traces", ""]
+            if plot:
+                lines += [f"![Integrated dependency probes passing, by checkpoint step]({plot})", ""]
+            lines += ["Passing probe groups per step: U upstream, D downstream, I integrated; * agent workspace.", ""]
         header = [f"{s['step']}{'*' if s['workspace_kind'] == 'agent_workspace' else ''} {_step_label(s)}" for s in steps]
         lines += [f"**line {p['line']}: {p['model_name_or_path']} / {p['protocol']} / {p['task_id']}**", "",
                   "| dependency | " + " | ".join(header) + " |", "|---|" + "---|" * len(steps)]

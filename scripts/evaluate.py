@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         results = run(config, state, bar)
     report = build_report(run_metadata(config, state), state.file, results)
     store.write_json(config.run_dir / "report.json", report)
-    store.write_atomic(config.run_dir / "report.md", markdown(report))
+    plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
+    store.write_atomic(config.run_dir / "report.md", markdown(report, plot.name if plot else None))
     store.write_atomic(config.run_dir / "summary.csv", csv_text(report["summary"]))
     store.write_atomic(config.run_dir / "predictions.csv", csv_text(report["predictions"]))
-    plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
     print(markdown(report).split("## Predictions")[0])
     if state.skipped_finished:
         print(f"resumed: {state.skipped_finished} predictions were already finished in run {config.run_id}")

@@ -111,6 +111,7 @@ def test_report_carries_rates_traces_and_the_plot(replay_run: EvalRun) -> None:
     markdown = (replay_run.run_dir / "report.md").read_text()
     assert "## Dependency traces" in markdown and "| minicache.core_to_api.clear_contract | U | U | UDI |" in markdown
     assert (replay_run.run_dir / "dependency_resolution.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](dependency_resolution.png)" in markdown  # the plot is shown with the traces
 
 
 @pytest.mark.parametrize("model, protocol", [
