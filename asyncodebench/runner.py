@@ -126,7 +126,7 @@ def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], 
         return
     remove_run_containers(client, config.run_id)  # leftovers of an interrupted run
     state.images.update(_check_images(client, config, state, {p.task_id for p in pending}))
-    overlays = _load_overlays(config, state.specs)
+    overlays = {task_id: _load_overlays(config, state.specs[task_id]) for task_id in {p.task_id for p in pending}}
     with ThreadPoolExecutor(max_workers=config.max_workers) as pool:
         futures = {pool.submit(_evaluate_one, client, config, state, p, folders[p.line], overlays): p for p in pending}
         try:
@@ -156,41 +156,40 @@ def _check_images(client: Any, config: RunConfig, state: RunState, task_ids: set
     return statuses
 
 
-def _load_overlays(config: RunConfig, specs: dict[str, TaskSpec]) -> dict[str, bytes | str]:
-    """Overlay patches by path, verified by sha256; a problem is kept as a message for the affected tasks."""
-    found: dict[str, bytes | str] = {}
-    for spec in specs.values():
-        for path, sha256 in spec.overlays:
-            if config.overlays_dir is None:
-                found[path] = (f"{spec.task_id} needs the upstream overlay {path}: pass --overlays-dir with a "
-                               "checkout of the upstream AsynCodeBench repository")
-                continue
-            try:
-                data = (config.overlays_dir / path).read_bytes()
-            except OSError as exc:
-                found[path] = f"overlay {path} not readable under {config.overlays_dir}: {exc}"
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            found[path] = data if digest == sha256 else f"overlay {path} has sha256 {digest}, the row pins {sha256}"
+def _load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
+    """The task's overlay patches by path, each verified by sha256, or what is wrong with them."""
+    found: dict[str, bytes] = {}
+    for path, sha256 in spec.overlays:
+        if config.overlays_dir is None:
+            return (f"{spec.task_id} needs the upstream overlay {path}: pass --overlays-dir with a checkout of the "
+                    "upstream AsynCodeBench repository")
+        try:
+            data = (config.overlays_dir / path).read_bytes()
+        except OSError as exc:
+            return f"overlay {path} is not readable under {config.overlays_dir}: {exc}"
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != sha256:
+            return f"overlay {path} has sha256 {digest}, the row pins {sha256}; use the upstream release's file"
+        found[path] = data
     return found
 
 
 def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: Prediction, folder: Path,
-                  overlays: dict[str, bytes | str]) -> None:
+                  overlays: dict[str, dict[str, bytes] | str]) -> None:
     spec = state.specs[prediction.task_id]
     image = state.images[prediction.task_id]
     if image.state != MATCH:
         what = f"image {spec.pinned_ref} is {image.state}: {image.detail or 'see scripts/check_images.py'}"
         _write_result(folder, infrastructure_result(prediction, f"image_{image.state}", what))
         return
-    problems = [v for path, _ in spec.overlays if isinstance(v := overlays[path], str)]
-    if problems:
-        _write_result(folder, infrastructure_result(prediction, "overlay_missing", "; ".join(problems)))
+    task_overlays = overlays[prediction.task_id]
+    if isinstance(task_overlays, str):
+        _write_result(folder, infrastructure_result(prediction, "overlay_missing", task_overlays))
         return
     final_patch, states, agents = work_of(spec, prediction)
     try:
-        evidence = evaluate_patch(client, spec, final_patch, config.run_id, config.settings,
-                                  {p: overlays[p] for p, _ in spec.overlays}, states, agents)  # type: ignore[misc]
+        evidence = evaluate_patch(client, spec, final_patch, config.run_id, config.settings, task_overlays, states,
+                                  agents)
     except SandboxUnavailableError as exc:
         _write_result(folder, infrastructure_result(prediction, "sandbox_unavailable", str(exc)))
         return
