@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from asyncodebench.integration import AgentArtifact, Integration, integrate
-from asyncodebench.patches import touched_paths
+from asyncodebench.patches import patch_bytes, touched_paths
 from asyncodebench.probes import ProbeRun, run_probes
 from asyncodebench.sandbox import Limits, Sandbox, SandboxUnavailableError
 from asyncodebench.spec import TaskSpec
@@ -109,7 +109,7 @@ def evaluate_patch(client: Any, spec: TaskSpec, patch: bytes, run_id: str, setti
         integration = None
         if agents is not None:
             integration = integrate(box, spec, agents[0], agents[1], [f"{IO_DIR}/{n}" for n in overlay_names])
-            states, patch = integration_states(integration), _encode(integration.final_state)
+            states, patch = integration_states(integration), patch_bytes(integration.final_state)
         replayed = tuple(probe_state(box, spec, state, settings) for state in states)
         evidence = _evaluate_final(box, spec, patch, settings)
         return replace(evidence, states=replayed, integration=integration)
@@ -119,14 +119,10 @@ def integration_states(integration: Integration) -> tuple[State, ...]:
     """The official checkpoint model: per agent, its artifact, then the integrated state after its merge."""
     states: list[State] = []
     for merge in integration.merges:
-        states.append(State("agent_artifact", "agent_workspace", merge.agent_id, _encode(merge.agent_state)))
+        states.append(State("agent_artifact", "agent_workspace", merge.agent_id, patch_bytes(merge.agent_state)))
         states.append(State("integration_after_merge", "integrated_workspace", merge.agent_id,
-                            _encode(merge.integrated_state)))
+                            patch_bytes(merge.integrated_state)))
     return tuple(states)
-
-
-def _encode(diff: str) -> bytes:
-    return diff.encode("utf-8", errors="surrogateescape")
 
 
 def probe_state(box: Sandbox, spec: TaskSpec, state: State, settings: Settings) -> StateEvidence:

@@ -33,6 +33,15 @@ def patch_text(patch: str | bytes | None) -> str:
     return patch
 
 
+def patch_bytes(patch: str | None) -> bytes:
+    """A patch as the bytes to apply: text that came from invalid UTF-8 holds surrogate escapes, which become the
+    original bytes again (the inverse of `patch_text`); other lone surrogates from JSON escapes pass through."""
+    try:
+        return (patch or "").encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return (patch or "").encode("utf-8", errors="surrogatepass")
+
+
 def touched_paths(patch: str) -> PatchPaths:
     """Every path named by the diff's headers (`diff --git`, `---`/`+++`, rename/copy lines)."""
     found: list[str] = []

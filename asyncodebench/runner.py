@@ -21,6 +21,7 @@ from asyncodebench import __version__
 from asyncodebench.evaluation import Settings, State, evaluate_patch
 from asyncodebench.integration import INTEGRATED_PROTOCOLS, plan_artifacts
 from asyncodebench.images import MATCH, UNREACHABLE, ImageStatus, local_status, pull
+from asyncodebench.patches import patch_bytes
 from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
 from asyncodebench.rows import PublishedRows, load_published
 from asyncodebench.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
@@ -87,21 +88,13 @@ def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[s
     """Evaluate (or rescore) every valid prediction; return the results in file order."""
     folders = {p.line: config.run_dir / "predictions" / p.slug for p in state.file.predictions}
     for prediction in state.file.predictions:
-        store.write_atomic(folders[prediction.line] / store.PATCH, _patch_bytes(prediction.model_patch))
+        store.write_atomic(folders[prediction.line] / store.PATCH, patch_bytes(prediction.model_patch))
     if config.rescore:
         _rescore(state, folders)
     else:
         _evaluate_all(config, state, folders, progress)
     return [store.read_json(folders[p.line] / store.RESULT) for p in state.file.predictions
             if (folders[p.line] / store.RESULT).exists()]
-
-
-def _patch_bytes(patch: str) -> bytes:
-    """Patches with invalid UTF-8 arrive as surrogate escapes; give the container back the original bytes."""
-    try:
-        return patch.encode("utf-8", errors="surrogateescape")
-    except UnicodeEncodeError:
-        return patch.encode("utf-8", errors="surrogatepass")
 
 
 def _rescore(state: RunState, folders: dict[int, Path]) -> None:
@@ -210,13 +203,13 @@ def work_of(spec: TaskSpec, prediction: Prediction) -> tuple[bytes, tuple[State,
     final_patch = prediction.model_patch
     if checkpoints and checkpoints[-1]["checkpoint_type"] == "final_integrated":
         final_patch = checkpoints.pop()["patch"] or ""
-    states = tuple(State(c["checkpoint_type"], c["workspace_kind"], c.get("agent_id"), _patch_bytes(c["patch"] or ""))
+    states = tuple(State(c["checkpoint_type"], c["workspace_kind"], c.get("agent_id"), patch_bytes(c["patch"]))
                    for c in checkpoints)
     agents = None
     if prediction.agent_patches and prediction.protocol in INTEGRATED_PROTOCOLS:
-        patches = {a: _patch_bytes(p) for a, p in prediction.agent_patches.items() if p}
+        patches = {a: patch_bytes(p) for a, p in prediction.agent_patches.items() if p}
         agents = (prediction.protocol, plan_artifacts(spec, patches))
-    return _patch_bytes(final_patch), states, agents
+    return patch_bytes(final_patch), states, agents
 
 
 def _write_result(folder: Path, result: dict[str, Any]) -> None:
