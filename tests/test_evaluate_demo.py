@@ -11,6 +11,8 @@ import json
 import pytest
 import yaml
 
+from asyncodebench.workspace import KILL_GRACE_SECONDS
+
 from conftest import DEMO_DIR, DEMO_TASK_ID, EvalRun
 
 pytestmark = pytest.mark.docker
@@ -72,6 +74,8 @@ def test_infinite_loop_times_out_and_no_container_of_the_run_is_left(shared_demo
     assert row["outcome"] == "model_failure:timeout" and row["pass_rate"] == 0.0
     assert result["evaluator"]["timed_out"] is True and result["evaluator"]["exit_code"] == 124
     assert result["evaluator"]["killed_by_watchdog"] is False
+    # The evaluator phase ended at its limit (20 s), not when the loop would have: a bound, not a speed target.
+    assert result["evaluator"]["seconds"] <= 20 + KILL_GRACE_SECONDS + 10
     assert shared_demo_run.extra["containers_left"] == []
 
 
