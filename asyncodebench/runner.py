@@ -11,6 +11,7 @@ import hashlib
 import json
 import platform
 import sys
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -64,6 +65,7 @@ class RunState:
     started_at: str
     evaluated_now: int = 0
     skipped_finished: int = 0
+    stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: record nothing more
 
 
 def now() -> str:
@@ -129,9 +131,10 @@ def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], 
                 if progress is not None:
                     progress.update(1)
         except KeyboardInterrupt:
+            state.stopping.set()
             for future in futures:
                 future.cancel()
-            remove_run_containers(client, config.run_id)
+            remove_run_containers(client, config.run_id)  # running evaluations fail fast and record nothing
             raise
 
 
@@ -180,14 +183,19 @@ def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: P
         _write_result(folder, infrastructure_result(prediction, "overlay_missing", task_overlays))
         return
     final_patch, states, agents = work_of(spec, prediction)
+    if state.stopping.is_set():
+        return
     try:
         evidence = evaluate_patch(client, spec, final_patch, config.run_id, config.settings, task_overlays, states,
                                   agents)
     except SandboxUnavailableError as exc:
-        _write_result(folder, infrastructure_result(prediction, "sandbox_unavailable", str(exc)))
+        if not state.stopping.is_set():  # an interrupted evaluation is simply redone on resume
+            _write_result(folder, infrastructure_result(prediction, "sandbox_unavailable", str(exc)))
         return
     except Exception:  # a harness bug must not sink the other predictions, nor pass as a model failure
         _write_result(folder, infrastructure_result(prediction, "harness_error", traceback.format_exc()[-4000:]))
+        return
+    if state.stopping.is_set():
         return
     store.save_evidence(folder, evidence)
     _write_result(folder, score(spec, prediction, evidence))

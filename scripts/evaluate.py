@@ -9,7 +9,7 @@ skipped, the others evaluated. Rerunning a run id resumes it. Outputs go to <out
 report.json, report.md, summary.csv, predictions.csv, dependency_resolution.png, one folder per prediction.
 
 Exit codes: 0 every valid line evaluated; 1 some lines were invalid; 3 infrastructure errors (rerun the same
-run id once fixed); 2 bad arguments.
+run id once fixed); 2 bad arguments; 130 interrupted (Ctrl-C; rerun the same run id to resume).
 """
 
 from __future__ import annotations
@@ -78,8 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     print(f"run {config.run_id}: {len(state.file.predictions)} predictions -> {config.run_dir}", file=sys.stderr)
-    with tqdm(total=len(state.file.predictions), desc="evaluating", unit="pred", file=sys.stderr) as bar:
-        results = run(config, state, bar)
+    try:
+        with tqdm(total=len(state.file.predictions), desc="evaluating", unit="pred", file=sys.stderr) as bar:
+            results = run(config, state, bar)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished predictions are saved and the run's containers removed; resume with "
+              f"--run-id {config.run_id}", file=sys.stderr)
+        return 130
     report = build_report(run_metadata(config, state), state.file, results)
     store.write_json(config.run_dir / "report.json", report)
     plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")

@@ -1,0 +1,54 @@
+"""Ctrl-C during a run: the run's containers are removed, nothing half-done is recorded, the same run id resumes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, DemoDataset, evaluate_command, example_predictions, jsonl, run_containers, script_env
+
+pytestmark = pytest.mark.docker
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoDataset, tmp_path: Path) -> None:
+    examples = example_predictions()
+    preds = tmp_path / "preds.jsonl"
+    preds.write_bytes(jsonl([examples["demo-gold"], examples["hostile-infinite-loop"]]))
+    out = tmp_path / "runs"
+    command = evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--max-workers", "2", "--timeout", "120",
+                               "--probe-timeout", "10")
+    process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    folders = out / "ctrlc" / "predictions"
+    gold_done = lambda: any((f / "result.json").exists() for f in folders.glob("demo-gold__*"))  # noqa: E731
+    assert wait_for(lambda: gold_done() and run_containers("ctrlc"), 120), "the run never got going"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "resume with --run-id ctrlc" in stderr
+    assert run_containers("ctrlc") == []
+    (loop,) = folders.glob("hostile-infinite-loop__*")
+    assert not (loop / "result.json").exists()  # interrupted work is not recorded as anything
+    (gold,) = folders.glob("demo-gold__*")
+    before = (gold / "result.json").stat().st_mtime_ns
+
+    done = subprocess.run(evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--timeout", "5",
+                                           "--probe-timeout", "10"),
+                          cwd=ROOT, env=script_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "1 predictions were already finished" in done.stdout
+    assert (gold / "result.json").stat().st_mtime_ns == before
+    assert json.loads((loop / "result.json").read_text())["outcome"] == "model_failure:timeout"
