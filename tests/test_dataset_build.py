@@ -19,7 +19,7 @@ from asyncodebench.export import PARQUET_NAME
 from asyncodebench.features import FEATURES
 
 ROOT = Path(__file__).resolve().parent.parent
-FACTS_FILE = ROOT.parent / "shared" / "facts" / "asyncodebench-v0.4-facts.json"
+FACTS_FILE = ROOT / "tests" / "data" / "asyncodebench-v0.4-facts.json"  # provenance: tests/data/README.md
 EXPECTED_ROWS = {"tasks": 19, "scenarios": 95, "dependencies": 52}
 PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
 SCENARIO_ID = re.compile(r"^asyncodebench:[a-z0-9][a-z0-9_.-]*/(single|serial_specialists|async_private|caid_manager|async_manager)$")
