@@ -8,7 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup_machine.sh
 out="${ASYNCODEBENCH_DEMO_DIR:-build/demo}"
-python3 scripts/prepare_demo.py "$out/dataset" >/dev/null
+.venv/bin/python scripts/prepare_demo.py "$out/dataset" >/dev/null
 cat data/demo/predictions/*.jsonl > "$out/predictions.jsonl"
-python3 scripts/evaluate.py "$out/predictions.jsonl" --dataset "$out/dataset" --run-id demo \
+.venv/bin/python scripts/evaluate.py "$out/predictions.jsonl" --dataset "$out/dataset" --run-id demo \
     --output-dir "$out/runs" --timeout 60 --probe-timeout 10 --max-workers 2 "$@"

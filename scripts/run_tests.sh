@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set up this machine (packages, Docker Engine, local registry) and run the whole test suite, Docker tests included.
+# Set up this machine (packages, .venv, Docker Engine, local registry) and run the whole test suite, Docker tests
+# included, with the virtual environment's Python.
 # Extra arguments go to pytest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup_machine.sh
-python3 -m pytest -q tests "$@"
+.venv/bin/python -m pytest -q tests "$@"

@@ -31,7 +31,13 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 # The registry's config and start-up live in one place, the library, which the image build uses too.
-PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" python3 -c '
+python="$root/.venv/bin/python"
+if [[ ! -x "$python" ]]; then
+    echo "error: no virtual environment at $root/.venv; run: bash scripts/setup_machine.sh" \
+         "(or only its Python part: bash scripts/install_python_env.sh)" >&2
+    exit 1
+fi
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
 import sys
 from asyncodebench.demo_image import DemoImageError, ensure_registry
 try:

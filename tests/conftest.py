@@ -41,6 +41,7 @@ LATIN1_PATCH = (
 def pytest_configure(config: pytest.Config) -> None:
     # Also declared in pyproject.toml; registered here so the suite runs from any rootdir without warnings.
     config.addinivalue_line("markers", "docker: needs the Docker Engine and the local registry (started here)")
+    config.addinivalue_line("markers", "fresh_debian: runs the Python setup in a stock Debian 12 container")
 
 
 # --- predictions ---------------------------------------------------------------------------------
