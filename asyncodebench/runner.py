@@ -22,6 +22,7 @@ from asyncodebench import __version__
 from asyncodebench.evaluation import Settings, State, evaluate_patch
 from asyncodebench.integration import INTEGRATED_PROTOCOLS, plan_artifacts
 from asyncodebench.images import MATCH, UNREACHABLE, ImageStatus, local_status, pull
+from asyncodebench.overlays import OverlayError, OverlaySource
 from asyncodebench.patches import patch_bytes
 from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
 from asyncodebench.rows import PublishedRows, load_published
@@ -46,12 +47,17 @@ class RunConfig:
     force: bool = False
     rescore: bool = False
     pull: bool = False
-    overlays_dir: Path | None = None
+    overlays_dir: Path | None = None  # a checkout of the upstream repository: overlays read offline from it
+    overlays_url: str | None = None  # else fetched from here (None: $ASYNCODEBENCH_OVERLAYS_URL or upstream)
     settings: Settings = field(default_factory=Settings)
 
     @property
     def run_dir(self) -> Path:
         return self.output_dir / self.run_id
+
+    @property
+    def overlay_source(self) -> OverlaySource:
+        return OverlaySource(directory=self.overlays_dir, url=self.overlays_url)
 
 
 @dataclass
@@ -153,21 +159,11 @@ def _check_images(client: Any, config: RunConfig, state: RunState, task_ids: set
 
 
 def _load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
-    """The task's overlay patches by path, each verified by sha256, or what is wrong with them."""
-    found: dict[str, bytes] = {}
-    for path, sha256 in spec.overlays:
-        if config.overlays_dir is None:
-            return (f"{spec.task_id} needs the upstream overlay {path}: pass --overlays-dir with a checkout of the "
-                    "upstream AsynCodeBench repository")
-        try:
-            data = (config.overlays_dir / path).read_bytes()
-        except OSError as exc:
-            return f"overlay {path} is not readable under {config.overlays_dir}: {exc}"
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != sha256:
-            return f"overlay {path} has sha256 {digest}, the row pins {sha256}; use the upstream release's file"
-        found[path] = data
-    return found
+    """The task's overlay patches by path, each verified by sha256, or what is wrong with them (one message)."""
+    try:
+        return config.overlay_source.load(spec.overlays)
+    except OverlayError as exc:
+        return f"{spec.task_id}: {exc}"
 
 
 def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: Prediction, folder: Path,
@@ -236,6 +232,7 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
         "dataset": {"id": state.published.dataset, "revision": state.published.revision,
                     "resolved_commit": state.published.resolved_commit},
         "predictions_file": {"path": state.file.path, "sha256": state.file.sha256},
+        "overlays": config.overlay_source.describe(),
         "settings": {"timeout_seconds": config.settings.timeout, "probe_timeout_seconds": config.settings.probe_timeout,
                      "run_probes": config.settings.run_probes, "max_workers": config.max_workers,
                      "limits": asdict(config.settings.limits), "default_protocol": config.default_protocol,

@@ -46,7 +46,11 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     parser.add_argument("--rescore", action="store_true", help="regrade saved artifacts without containers")
     parser.add_argument("--pull", action="store_true", help="pull missing images by digest")
     parser.add_argument("--overlays-dir", type=Path, default=None,
-                        help="checkout of the upstream AsynCodeBench repository, for tasks with overlay patches")
+                        help="checkout of the upstream AsynCodeBench repository: overlay patches are read from it "
+                             "offline instead of fetched")
+    parser.add_argument("--overlays-url", default=None,
+                        help="base URL the overlay patches are fetched from (default: $ASYNCODEBENCH_OVERLAYS_URL, "
+                             "else the upstream repository at the pinned commit)")
     parser.add_argument("--memory", default="4g", help="container memory limit (no swap)")
     parser.add_argument("--cpus", type=float, default=1.0)
     parser.add_argument("--pids", type=int, default=512, help="container process limit")
@@ -62,7 +66,7 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         predictions=args.predictions, dataset=args.dataset, revision=args.revision,
         run_id=args.run_id or new_run_id(), output_dir=args.output_dir, max_workers=args.max_workers,
         tasks=tuple(args.tasks), default_protocol=args.protocol, force=args.force, rescore=args.rescore,
-        pull=args.pull, overlays_dir=args.overlays_dir, settings=settings,
+        pull=args.pull, overlays_dir=args.overlays_dir, overlays_url=args.overlays_url, settings=settings,
     )
 
 

@@ -8,8 +8,11 @@
 The result JSON (stdout) is what evaluate.py saves as result.json, plus the probe checkpoints; --show-output adds
 the tail of the evaluator's output on stderr. Nothing is written to disk.
 
+Tasks with overlay patches fetch them from the upstream repository (cached; --overlays-url points elsewhere) or
+read them from a checkout given with --overlays-dir.
+
 Exit codes: 0 evaluated (whatever the score); 2 bad arguments; 3 infrastructure error (daemon unreachable, image
-missing or with another digest: see scripts/check_images.py).
+missing or with another digest: see scripts/check_images.py; an overlay that cannot be had or does not match).
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import json
 import sys
 from pathlib import Path
 
-from asyncodebench.evaluation import Settings, evaluate_patch
+from asyncodebench.evaluation import Settings, evaluate_patch, new_run_id
 from asyncodebench.images import MATCH, local_status
+from asyncodebench.overlays import OverlayError, OverlaySource
 from asyncodebench.predictions import Prediction
 from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, load_published
-from asyncodebench.sandbox import Limits, SandboxUnavailableError, docker_client
+from asyncodebench.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.scoring import score
 from asyncodebench.spec import TaskSpec
 
@@ -40,6 +44,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--probe-timeout", type=int, default=60, help="per probe selector (official: 60)")
     parser.add_argument("--no-probes", action="store_true", help="skip the dependency probes")
     parser.add_argument("--show-output", action="store_true", help="print the evaluator output tail on stderr")
+    parser.add_argument("--overlays-dir", type=Path, default=None,
+                        help="checkout of the upstream AsynCodeBench repository: overlay patches are read from it "
+                             "offline instead of fetched")
+    parser.add_argument("--overlays-url", default=None,
+                        help="base URL the overlay patches are fetched from (default: $ASYNCODEBENCH_OVERLAYS_URL, "
+                             "else the upstream repository at the pinned commit)")
     parser.add_argument("--memory", default="4g")
     parser.add_argument("--cpus", type=float, default=1.0)
     parser.add_argument("--pids", type=int, default=512)
@@ -63,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown task {args.task_id!r}; the dataset has {sorted(rows)}", file=sys.stderr)
         return 2
     spec = TaskSpec.from_rows(rows[args.task_id], published.rows.dependencies)
-    if spec.overlays:
-        print(f"error: {spec.task_id} needs upstream overlay patches; evaluate it with scripts/evaluate.py "
-              "--overlays-dir", file=sys.stderr)
-        return 2
+    try:
+        overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays)
+    except OverlayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     patch = args.patch.read_bytes() if args.patch else b""
     settings = Settings(args.timeout, args.probe_timeout, not args.no_probes, Limits(args.memory, args.cpus, args.pids))
     try:
@@ -75,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         if image.state != MATCH:
             print(f"error: image {spec.pinned_ref} is {image.state}: {image.detail}", file=sys.stderr)
             return 3
-        evidence = evaluate_patch(client, spec, patch, "run-task", settings, {})
+        run_id = f"run-task-{new_run_id()}"
+        try:
+            evidence = evaluate_patch(client, spec, patch, run_id, settings, overlays)
+        finally:
+            remove_run_containers(client, run_id)  # and the run's volume of the image's work tree
     except SandboxUnavailableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
