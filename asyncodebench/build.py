@@ -13,12 +13,15 @@ DESCRIPTION = (
     "AsynCodeBench evaluates coding agents under five execution protocols on 19 repository-level tasks, and measures "
     "whether and when the producer-consumer dependencies between agents were resolved."
 )
-CITATION = """@misc{asyncodebench2026,
-  title  = {AsynCodeBench: Evaluating Coding Agents under Asynchronous Collaboration Protocols},
-  author = {{AsynCodeBench contributors}},
-  year   = {2026},
-  note   = {Dataset release v0.4.2},
-  howpublished = {\\url{https://huggingface.co/datasets/PhilipZhang/AsynCodeBench}}
+# Rendered from CITATION.cff by asyncodebench.citation; tests/test_dataset_card.py checks the two agree.
+CITATION = r"""@misc{asyncodebench2026,
+  title        = {AsynCodeBench},
+  author       = {{AsynCodeBench contributors}},
+  year         = {2026},
+  month        = nov,
+  note         = {Dataset, version 0.4.2},
+  howpublished = {\url{https://huggingface.co/datasets/PhilipZhang/AsynCodeBench}},
+  url          = {https://huggingface.co/datasets/PhilipZhang/AsynCodeBench}
 }"""
 
 

@@ -2,6 +2,9 @@
 
 Building is deterministic: the rows come from the sources in a fixed order and the Parquet writer is the one
 `datasets` uses, so a fresh export is byte-identical to the committed files (`--check` proves it).
+
+The card's sizes follow the `datasets` convention: `num_bytes` and `dataset_size` are the in-memory Arrow size of the
+rows as `load_dataset` reports it after reading the Parquet file, `download_size` is the size of the Parquet file.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +53,38 @@ def export(builder_cls: type, data_dir: Path, out_root: Path) -> dict[str, Any]:
             staged[config].parent.mkdir(parents=True)
             dataset = builder.as_dataset(split="test")
             dataset.to_parquet(str(staged[config]))
-            infos[config] = (dataset, staged[config].stat().st_size)
+            infos[config] = (dataset.features, loaded_sizes(staged[config], Path(tmp) / "loaded" / config))
         for config, path in staged.items():
             target = parquet_path(out_root, config)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(path), target)
         (out_root / NOTICES_NAME).write_text(notices, encoding="utf-8")
-        return card_yaml({c: (ds.features, len(ds), size) for c, (ds, size) in infos.items()})
+        return card_yaml(infos)
 
 
-def card_yaml(configs: dict[str, tuple[Any, int, int]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SplitSizes:
+    """What `datasets` reports for a one-split config once loaded from its Parquet file."""
+
+    num_examples: int
+    num_bytes: int  # in-memory Arrow size of the split; with one split, also the config's `dataset_size`
+    download_size: int  # bytes of the Parquet file
+
+
+def loaded_sizes(parquet: Path, cache_dir: Path) -> SplitSizes:
+    """Load `parquet` the way `load_dataset` loads the Hub's files and return the sizes it records.
+
+    The Arrow size is taken from the loaded dataset rather than from the builder that wrote the file: the Parquet
+    reader's batches count a few bytes more than the builder's, and the card must show what users see.
+    """
+    import datasets
+
+    info = datasets.load_dataset("parquet", data_files={"test": str(parquet)}, split="test", cache_dir=str(cache_dir)).info
+    split = info.splits["test"]
+    return SplitSizes(num_examples=split.num_examples, num_bytes=split.num_bytes, download_size=parquet.stat().st_size)
+
+
+def card_yaml(configs: dict[str, tuple[Any, SplitSizes]]) -> dict[str, Any]:
     """The card's `configs:` and `dataset_info:` entries, the Hub's view of the Parquet files."""
     return {
         "configs": [
@@ -68,9 +94,9 @@ def card_yaml(configs: dict[str, tuple[Any, int, int]]) -> dict[str, Any]:
         ],
         "dataset_info": [
             {"config_name": name, "features": features._to_yaml_list(),
-             "splits": [{"name": "test", "num_bytes": size, "num_examples": count}],
-             "download_size": size, "dataset_size": size}
-            for name, (features, count, size) in configs.items()
+             "splits": [{"name": "test", "num_bytes": sizes.num_bytes, "num_examples": sizes.num_examples}],
+             "download_size": sizes.download_size, "dataset_size": sizes.num_bytes}
+            for name, (features, sizes) in configs.items()
         ],
     }
 

@@ -41,8 +41,12 @@ out_file, repo, configs, revisions = sys.argv[1], sys.argv[2], sys.argv[3].split
 result = {}
 for revision in revisions:
     published = load_published(repo, revision)
+    loaded = {c: load_dataset(repo, c, split="test", revision=revision) for c in configs}
     result[revision] = {
-        "rows": {c: load_dataset(repo, c, split="test", revision=revision).to_list() for c in configs},
+        "rows": {c: ds.to_list() for c, ds in loaded.items()},
+        "sizes": {c: {"num_bytes": ds.info.splits["test"].num_bytes, "num_examples": ds.info.splits["test"].num_examples,
+                      "dataset_size": ds.info.dataset_size, "download_size": ds.info.download_size}
+                  for c, ds in loaded.items()},
         "published_rows": {c: len(rows) for c, rows in published.rows.by_config().items()},
         "resolved_commit": published.resolved_commit,
     }
@@ -143,6 +147,21 @@ def test_hub_other_tag_gives_that_revision_content_not_the_release(hub: dict[str
     assert len(other["tasks"]) == 18
     assert other["tasks"] == release["tasks"][:18]
     assert other["scenarios"] == release["scenarios"]
+
+
+@pytest.mark.mirror
+def test_card_sizes_equal_what_datasets_reports_after_loading_each_config_from_the_hub(hub: dict[str, Any]) -> None:
+    """`dataset_info` in the card: Arrow bytes in memory (`num_bytes`, `dataset_size`) and Parquet bytes on disk
+    (`download_size`), as `datasets` itself records them once a config is loaded from the Hub."""
+    meta, _ = split_front_matter((ROOT / "README.md").read_text(encoding="utf-8"))
+    card = {info["config_name"]: info for info in meta["dataset_info"]}
+    for config, loaded in hub["loaded"][RELEASE_TAG]["sizes"].items():
+        split = card[config]["splits"][0]
+        assert split["num_bytes"] == loaded["num_bytes"], config
+        assert split["num_examples"] == loaded["num_examples"], config
+        assert card[config]["dataset_size"] == loaded["dataset_size"], config
+        assert card[config]["download_size"] == loaded["download_size"], config
+        assert card[config]["download_size"] == (ROOT / "data" / config / PARQUET_NAME).stat().st_size, config
 
 
 @pytest.mark.mirror
