@@ -327,32 +327,57 @@ def producer_tokens(dependency: DependencyPoint) -> frozenset[str]:
     return frozenset(tokens)
 
 
-def added_definitions(diff: str) -> dict[str, set[str]]:
-    """Normalized names of the functions and classes each file of a unified diff adds, keyed by new path."""
-    added: dict[str, set[str]] = {}
-    current: str | None = None
+def _definition_lines(diff: str) -> dict[str, tuple[set[str], set[str]]]:
+    """Per file of a unified diff (keyed by new path): the def/class names on added lines, and those the diff shows
+    existing at base (on removed lines, context lines and hunk headers, which git fills from the old file)."""
+    files: dict[str, tuple[set[str], set[str]]] = {}
+    current: tuple[set[str], set[str]] | None = None
     previous = ""
     for line in diff.splitlines():
         if line.startswith("+++ ") and previous.startswith("--- "):
             path = line[4:].split("\t")[0].strip()
-            current = None if path == "/dev/null" else path.removeprefix("b/")
-        elif line.startswith("+") and current is not None:
+            current = None if path == "/dev/null" else files.setdefault(path.removeprefix("b/"), (set(), set()))
+        elif current is not None and line[:1] in ("+", "-", " "):
             match = _DEFINITION.match(line[1:])
-            if match and _normalize(match.group(1)):
-                added.setdefault(current, set()).add(_normalize(match.group(1)))
+            if match:
+                current[0 if line[0] == "+" else 1].add(match.group(1))
+        elif current is not None and line.startswith("@@"):
+            match = _DEFINITION.match(line.split("@@", 2)[-1])
+            if match:
+                current[1].add(match.group(1))
         previous = line
-    return added
+    return files
+
+
+def added_definitions(diff: str) -> dict[str, set[str]]:
+    """Normalized names of the functions and classes on the added lines of each file of a diff, keyed by new path."""
+    added = {path: {_normalize(n) for n in names if _normalize(n)}
+             for path, (names, _) in _definition_lines(diff).items()}
+    return {path: names for path, names in added.items() if names}
+
+
+def new_definitions(diff: str) -> dict[str, set[str]]:
+    """Like `added_definitions`, without the names the same file already defined at base, as far as the diff shows.
+
+    A `def` line whose file's diff also removes (or shows as context, or names in a hunk header) a definition of the
+    same name is an edit of an existing definition (a re-quoted signature, a moved function), not a new one. Only
+    the diff is read: a name defined at base outside every hunk is not seen, so such a redefinition still counts.
+    """
+    new = {path: {_normalize(n) for n in added - base if _normalize(n)}
+           for path, (added, base) in _definition_lines(diff).items()}
+    return {path: names for path, names in new.items() if names}
 
 
 def sad_proxy_candidates(dependencies: Sequence[DependencyPoint], diff: str) -> list[tuple[str, str]]:
     """Consumer-side symbols that look like re-implementations of a producer contract (the SAD proxy, term 2).
 
     Only dependencies whose `metrics_enabled` lists SAD and whose producer is a specialist are examined. A new
-    symbol in one of the consumer's files is a candidate when a producer token is part of its name or its name is
-    part of a token. The result holds unique (consumer_file, symbol) pairs, sorted; its length is the count. The
-    proxy only nominates candidates for human audit: it is not strict SAD.
+    symbol in one of the consumer's files (see `new_definitions`: edited existing definitions do not count) is a
+    candidate when a producer token is part of its name or its name is part of a token. The result holds unique
+    (consumer_file, symbol) pairs, sorted; its length is the count. The proxy only nominates candidates for human
+    audit: it is not strict SAD.
     """
-    definitions = added_definitions(diff)
+    definitions = new_definitions(diff)
     pairs: set[tuple[str, str]] = set()
     for dependency in dependencies:
         if "SAD" not in dependency.metrics_enabled or dependency.producer_agent in ("", "integrator"):

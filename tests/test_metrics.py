@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from asyncodebench.metrics import (
     RunMetrics,
     added_definitions,
     macro_mean,
+    new_definitions,
     micro_adpr,
     observed_summary,
     penalized_cail,
@@ -22,6 +24,7 @@ from asyncodebench.metrics import (
     sad_proxy_candidates,
     sort_checkpoints,
 )
+from asyncodebench.sources import dependency_rows, read_yaml
 
 AGENT, INTEGRATED = "agent_workspace", "integrated_workspace"
 
@@ -319,3 +322,100 @@ def test_sad_proxy_ignores_dependencies_without_sad_or_with_the_integrator_as_pr
                       consumer_files=["src/cachetools/func.py"], metrics_enabled=["SAD"])
     assert sad_proxy_candidates([without_sad, integrator], DIFF) == []
     assert sad_proxy_candidates([SAD_DEP], "") == []
+
+
+# The `deprecated` task: sphinx_agent (consumer, deprecated/sphinx.py) builds on classic_agent's classic.deprecated,
+# and the contracts name versionadded, versionchanged and deprecated. The reference solution only re-quotes the
+# signatures of those three functions of sphinx.py; counting each changed `def` line as a new definition gave 3 SAD
+# candidates for the reference solution itself.
+DEPRECATED_DEPS = [DependencyPoint.from_row(row) for row in dependency_rows(
+    read_yaml(Path(__file__).resolve().parent.parent / "data" / "tasks" / "deprecated.yaml"))]
+REQUOTED_SIGNATURES = """\
+diff --git a/deprecated/sphinx.py b/deprecated/sphinx.py
+--- a/deprecated/sphinx.py
++++ b/deprecated/sphinx.py
+@@ -120,7 +120,7 @@ class SphinxAdapter(ClassicAdapter):
+         return super(SphinxAdapter, self).get_deprecated_msg(wrapped, instance)
+ 
+ 
+-def versionadded(reason='', version='', line_length=70):
++def versionadded(reason="", version="", line_length=70):
+     \"\"\"
+     Insert a "versionadded" directive in the docstring.
+ 
+@@ -140,7 +140,7 @@ def versionadded(reason='', version='', line_length=70):
+     return adapter
+ 
+ 
+-def versionchanged(reason='', version='', line_length=70):
++def versionchanged(reason="", version="", line_length=70):
+     \"\"\"
+     Insert a "versionchanged" directive in the docstring.
+ 
+@@ -160,7 +160,7 @@ def versionchanged(reason='', version='', line_length=70):
+     return adapter
+ 
+ 
+-def deprecated(reason='', version='', line_length=70, **kwargs):
++def deprecated(reason="", version="", line_length=70, **kwargs):
+     \"\"\"
+     Insert a "deprecated" directive in the docstring and emit a warning.
+ 
+"""
+# A consumer that re-implements the producer's warning text in its own file instead of relying on classic.py.
+SECOND_DEFINITION = """\
+diff --git a/deprecated/sphinx.py b/deprecated/sphinx.py
+--- a/deprecated/sphinx.py
++++ b/deprecated/sphinx.py
+@@ -10,6 +10,10 @@ import textwrap
+ from deprecated.classic import ClassicAdapter
+ from deprecated.classic import deprecated as _classic_deprecated
+ 
++def get_deprecated_msg(wrapped, reason):
++    return "Call to deprecated function {}. ({})".format(wrapped.__name__, reason)
++
++
+ class SphinxAdapter(ClassicAdapter):
+"""
+
+
+def test_sad_proxy_does_not_count_re_quoted_signatures_of_the_consumers_own_functions() -> None:
+    assert added_definitions(REQUOTED_SIGNATURES)["deprecated/sphinx.py"] == {
+        "versionadded", "versionchanged", "deprecated"}, "what the old rule counted: 3 candidates"
+    assert new_definitions(REQUOTED_SIGNATURES) == {}
+    assert sad_proxy_candidates(DEPRECATED_DEPS, REQUOTED_SIGNATURES) == []
+
+
+def test_sad_proxy_still_counts_a_second_definition_of_a_producer_function_in_the_consumer_file() -> None:
+    expected = [("deprecated/sphinx.py", "getdeprecatedmsg")]
+    assert sad_proxy_candidates(DEPRECATED_DEPS, SECOND_DEFINITION) == expected
+    assert sad_proxy_candidates(DEPRECATED_DEPS, REQUOTED_SIGNATURES + SECOND_DEFINITION) == expected
+
+
+def test_new_definitions_use_what_the_diff_shows_of_the_base() -> None:
+    diff = """\
+diff --git a/pkg/consumer.py b/pkg/consumer.py
+--- a/pkg/consumer.py
++++ b/pkg/consumer.py
+@@ -1,4 +1,4 @@
+ def kept_hashkey():
++def kept_hashkey(): # redefinition of a name the context shows at base
+-def moved_hashkey():
+     pass
+@@ -40,2 +40,4 @@ def header_hashkey(x):
++def header_hashkey(x, y):
++def moved_hashkey():
++def _new_hashkey():
+diff --git a/pkg/producer.py b/pkg/producer.py
+--- a/pkg/producer.py
++++ b/pkg/producer.py
+@@ -1,2 +1,1 @@
+-def from_producer_hashkey():
+diff --git a/pkg/other.py b/pkg/other.py
+--- a/pkg/other.py
++++ b/pkg/other.py
+@@ -1 +1,2 @@
++def from_producer_hashkey():
+"""
+    # Moved within a file, edited in place, named in a hunk header: not new. Moved from another file: new there.
+    assert new_definitions(diff) == {"pkg/consumer.py": {"newhashkey"}, "pkg/other.py": {"fromproducerhashkey"}}
