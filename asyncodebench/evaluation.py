@@ -1,26 +1,32 @@
-"""Evaluate one patch of one task in a fresh container and collect the raw evidence.
+"""Evaluate one patch of one task in fresh containers and collect the raw evidence.
 
-The stages inside one container: [integrate agents' patches], then for each intermediate checkpoint state
-prepare + probes, then for the final state prepare (base state, overlays, patch, restore tests, remove hazards),
-the evaluator under its time limit and the dependency probes. Only raw facts come back here;
-grading them is `grading`'s job, so saved evidence can be regraded without containers.
+Every pytest process starts from image + base + overlays + its state's patch in a container of its own: the final
+evaluator, the final state's probes, and each intermediate checkpoint state's probes (when agents' patches are
+given, a trusted-only container first merges them and derives those states). Steps are independent, so two run at
+a time. Only raw facts come back here; grading them is `grading`'s job, so saved evidence can be regraded without
+containers.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Iterator
 
-from asyncodebench.integration import AgentArtifact, Integration, integrate
+from asyncodebench.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
 from asyncodebench.patches import patch_bytes, touched_paths
 from asyncodebench.probes import ProbeRun, run_probes
-from asyncodebench.sandbox import Limits, Sandbox, SandboxUnavailableError
+from asyncodebench.sandbox import IO_DIR, Limits, Sandbox, SandboxUnavailableError, base_volume
 from asyncodebench.spec import TaskSpec
 from asyncodebench.workspace import (
-    IO_DIR, KILL_GRACE_SECONDS, CommandOutput, command_dir, read_output, script_bytes, stopped_by_timeout, timed_shell,
+    Preparation, PytestRun, prepare, prepare_inputs, run_pytest, stopped_by_timeout,
 )
+
+STEPS_AT_ONCE = 2  # containers one prediction runs at the same time
+INTEGRATED_RECORD_CAP_BYTES = 200_000_000
 
 
 @dataclass(frozen=True)
@@ -31,20 +37,6 @@ class Settings:
     probe_timeout: int = 60  # seconds per probe selector (official: 60)
     run_probes: bool = True
     limits: Limits = field(default_factory=Limits)
-
-
-@dataclass(frozen=True)
-class Preparation:
-    """What happened to the workspace before the evaluator ran (read before any evaluated code runs)."""
-
-    patch_status: str  # empty | applied | applied_with_fuzz | failed | unsafe_paths
-    patch_log: str
-    unsafe_paths: tuple[str, ...]
-    canonical_ref: str
-    restored_paths: tuple[str, ...]
-    untracked_paths_removed: tuple[str, ...]
-    hazards_removed: tuple[str, ...]
-    changed_paths: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -84,6 +76,7 @@ class Evidence:
     command: tuple[str, ...]
     states: tuple[StateEvidence, ...] = ()  # intermediate checkpoints, in order
     integration: Integration | None = None  # how agent patches were merged, when they were given
+    report_problem: str | None = None  # why the report is missing or unreadable (a model outcome)
 
     def execution_record(self) -> dict[str, Any]:
         """Everything but the bulky output, report and probe runs, as saved in `execution.json`."""
@@ -93,10 +86,100 @@ class Evidence:
         return record
 
 
+@dataclass(frozen=True)
+class Workbench:
+    """Opens prepared containers of one task: the image, the run, the limits and the overlays."""
+
+    client: Any
+    spec: TaskSpec
+    run_id: str
+    settings: Settings
+    overlays: tuple[tuple[str, bytes], ...]
+    base: str  # the run's volume holding the image's own work tree
+
+    @classmethod
+    def open(cls, client: Any, spec: TaskSpec, run_id: str, settings: Settings,
+             overlays: dict[str, bytes]) -> Workbench:
+        ordered = tuple((path, overlays[path]) for path, _ in spec.overlays)
+        return cls(client, spec, run_id, settings, ordered, base_volume(client, spec.pinned_ref, run_id,
+                                                                          spec.workdir))
+
+    def sandbox(self) -> Sandbox:
+        return Sandbox(self.client, self.spec.pinned_ref, self.run_id, self.settings.limits, self.spec.workdir,
+                       self.base)
+
+    def inputs(self, patch: bytes) -> dict[str, bytes]:
+        spec = self.spec
+        protected = (*spec.protected_paths, *spec.test_targets)
+        return prepare_inputs(spec.workdir, spec.base_revision, spec.interpreter, protected, list(self.overlays),
+                              patch)
+
+    @contextmanager
+    def prepared(self, patch: bytes) -> Iterator[tuple[Sandbox, Preparation]]:
+        """A fresh container whose work tree holds this state; a patch naming unsafe paths is not applied."""
+        unsafe = touched_paths(patch.decode("utf-8", errors="surrogateescape")).unsafe
+        with self.sandbox() as box:
+            box.write_files(self.inputs(b"" if unsafe else patch), IO_DIR)
+            preparation = prepare(box, self.spec.interpreter, self.spec.task_id)
+            if unsafe:
+                preparation = replace(preparation, patch_status="unsafe_paths", unsafe_paths=unsafe)
+            yield box, preparation
+
+    def evaluate(self, patch: bytes) -> tuple[Preparation, PytestRun | None]:
+        """The evaluator on this state, or only the preparation when the patch never reached the code."""
+        with self.prepared(patch) as (box, preparation):
+            if not preparation.usable:
+                return preparation, None
+            run = run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins,
+                             evaluator_args(self.spec), self.settings.timeout)
+            return preparation, run
+
+    def probe(self, patch: bytes) -> tuple[Preparation, ProbeRun | None]:
+        """Every probe selector on this state; each pytest process gets a container of its own."""
+        preparations: list[Preparation] = []
+
+        def execute(selectors: tuple[str, ...]) -> PytestRun | None:
+            with self.prepared(patch) as (box, preparation):
+                preparations.append(preparation)
+                if not preparation.usable:
+                    return None
+                return run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins,
+                                  probe_args(selectors), self.settings.probe_timeout)
+
+        probes = None
+        if self.settings.run_probes:
+            probes = run_probes(execute, self.spec.selectors, self.settings.probe_timeout)
+        if not preparations:  # probes off, or a task without selectors: the state is still prepared and recorded
+            with self.prepared(patch) as (_, preparation):
+                preparations.append(preparation)
+        return preparations[0], probes
+
+    def integrate(self, protocol: str, plan: list[AgentArtifact]) -> Integration:
+        """Merge agents' artifacts in a container where no evaluated code runs; read every derived state."""
+        files = self.inputs(b"")
+        agents = []
+        for i, artifact in enumerate(plan):
+            name = f"agents/{i:02d}.patch"
+            if artifact.patch is not None:
+                files[name] = artifact.patch
+            agents.append({"agent_id": artifact.agent_id, "scope_ok": artifact.scope_ok,
+                           "patch": f"{IO_DIR}/{name}" if artifact.patch is not None else None})
+        files["integrate.json"] = json.dumps({"agents": agents, "serial": protocol in SERIAL_PROTOCOLS}).encode()
+        with self.sandbox() as box:
+            box.write_files(files, IO_DIR)
+            done = box.exec(["sh", "-c", f"cd {IO_DIR} && {self.spec.interpreter} {IO_DIR}/integrate.py {IO_DIR}"],
+                            600)
+            raw = box.read_file(f"{IO_DIR}/integrated.json", INTEGRATED_RECORD_CAP_BYTES)
+        if done.exit_code != 0 or not raw or not raw.startswith(b"{"):
+            raise SandboxUnavailableError(f"integrating agent patches of {self.spec.task_id} failed: "
+                                          f"{done.output.decode('utf-8', 'replace')[-2000:]}")
+        return integration_from_record(protocol, plan, json.loads(raw))
+
+
 def evaluate_patch(client: Any, spec: TaskSpec, patch: bytes, run_id: str, settings: Settings,
                    overlays: dict[str, bytes], states: tuple[State, ...] = (),
                    agents: tuple[str, list[AgentArtifact]] | None = None) -> Evidence:
-    """Run the full procedure in one container: [integrate agents], probe each state, then the final state.
+    """Run the full procedure: [integrate agents], the final evaluator, the final probes, each state's probes.
 
     `agents` is (protocol, artifacts in merge order): the harness integrates them and the integrated result
     replaces `patch`; their checkpoints replace `states`.
@@ -104,15 +187,32 @@ def evaluate_patch(client: Any, spec: TaskSpec, patch: bytes, run_id: str, setti
     Raises:
         SandboxUnavailableError: the container engine failed; the prediction was not evaluated.
     """
-    with Sandbox(client, spec.pinned_ref, run_id, settings.limits, spec.workdir) as box:
-        overlay_names = copy_inputs(box, spec, overlays)
-        integration = None
-        if agents is not None:
-            integration = integrate(box, spec, agents[0], agents[1], [f"{IO_DIR}/{n}" for n in overlay_names])
-            states, patch = integration_states(integration), patch_bytes(integration.final_state)
-        replayed = tuple(probe_state(box, spec, state, settings) for state in states)
-        evidence = _evaluate_final(box, spec, patch, settings)
-        return replace(evidence, states=replayed, integration=integration)
+    bench = Workbench.open(client, spec, run_id, settings, overlays)
+    integration = None
+    if agents is not None:
+        integration = bench.integrate(agents[0], agents[1])
+        states, patch = integration_states(integration), patch_bytes(integration.final_state)
+    with ThreadPoolExecutor(max_workers=STEPS_AT_ONCE) as pool:
+        final = pool.submit(bench.evaluate, patch)
+        final_probes = pool.submit(bench.probe, patch) if settings.run_probes else None
+        replayed = [(state, pool.submit(bench.probe, state.patch)) for state in states]
+        preparation, run = final.result()
+        probes = final_probes.result()[1] if final_probes is not None and preparation.usable else None
+        state_evidence = tuple(StateEvidence(s.checkpoint_type, s.workspace_kind, s.agent_id, *f.result())
+                               for s, f in replayed)
+    return replace(evidence_from(spec, preparation, run, probes, settings), states=state_evidence,
+                   integration=integration)
+
+
+def evidence_from(spec: TaskSpec, preparation: Preparation, run: PytestRun | None, probes: ProbeRun | None,
+                  settings: Settings) -> Evidence:
+    command = evaluator_command(spec)
+    if run is None:
+        # The model's patch never reached the code: nothing ran, scored against the expected total.
+        return Evidence(preparation, None, False, False, 0.0, "", None, None, "", command)
+    timed_out = run.killed_by_watchdog or stopped_by_timeout(run.exit_code, run.seconds, settings.timeout)
+    return Evidence(preparation, run.exit_code, timed_out, run.killed_by_watchdog, run.seconds, run.tail,
+                    run.report, probes, run.container_name, command, report_problem=run.report_problem)
 
 
 def integration_states(integration: Integration) -> tuple[State, ...]:
@@ -125,76 +225,20 @@ def integration_states(integration: Integration) -> tuple[State, ...]:
     return tuple(states)
 
 
-def probe_state(box: Sandbox, spec: TaskSpec, state: State, settings: Settings) -> StateEvidence:
-    preparation = _prepare_checked(box, spec, state.patch)
-    usable = preparation.patch_status not in ("failed", "unsafe_paths")
-    probes = run_probes(box, spec, settings.probe_timeout) if usable and settings.run_probes else None
-    return StateEvidence(state.checkpoint_type, state.workspace_kind, state.agent_id, preparation, probes)
-
-
-def _prepare_checked(box: Sandbox, spec: TaskSpec, patch: bytes) -> Preparation:
-    """Prepare the workspace, refusing (without applying) a patch that names paths outside the repository."""
-    paths = touched_paths(patch.decode("utf-8", errors="surrogateescape"))
-    preparation = _prepare(box, spec, b"" if paths.unsafe else patch)
-    if paths.unsafe:
-        preparation = replace(preparation, patch_status="unsafe_paths", unsafe_paths=paths.unsafe)
-    return preparation
-
-
-def _evaluate_final(box: Sandbox, spec: TaskSpec, patch: bytes, settings: Settings) -> Evidence:
-    preparation = _prepare_checked(box, spec, patch)
-    command = evaluator_command(spec)
-    if preparation.patch_status in ("failed", "unsafe_paths"):
-        # The model's patch never reached the code: nothing to run, scored against the expected total.
-        return Evidence(preparation, None, False, False, 0.0, "", None, None, box.name, command)
-    script = timed_shell(spec.workdir, command, settings.timeout, "evaluator")
-    run = box.exec(script, settings.timeout + KILL_GRACE_SECONDS)
-    out = CommandOutput(None, "", None) if run.killed_by_watchdog else read_output(box, "evaluator")
-    exit_code, output, report = out.exit_code, out.tail, out.report
-    timed_out = run.killed_by_watchdog or stopped_by_timeout(exit_code, run.duration_seconds, settings.timeout)
-    # A container the watchdog killed is gone: its probes cannot run and count as not passed.
-    wanted = settings.run_probes and not run.killed_by_watchdog
-    probes = run_probes(box, spec, settings.probe_timeout) if wanted else None
-    return Evidence(preparation, exit_code, timed_out, run.killed_by_watchdog, round(run.duration_seconds, 3),
-                    output, report, probes, box.name, command)
-
-
-def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
-    """The evaluator as it runs: the task's pytest options, a JSON report, then its targets (METRICS 1.3)."""
-    return (spec.interpreter, "-m", "pytest", *spec.pytest_options, "--json-report",
-            f"--json-report-file={command_dir('evaluator')}/report.json", "--continue-on-collection-errors",
+def evaluator_args(spec: TaskSpec) -> tuple[str, ...]:
+    """The evaluator's pytest arguments: the task's options, a JSON report, then its targets (METRICS 1.3)."""
+    return (*spec.pytest_options, "--json-report", "--json-report-file={report}", "--continue-on-collection-errors",
             *spec.test_targets)
 
 
-def copy_inputs(box: Sandbox, spec: TaskSpec, overlays: dict[str, bytes]) -> list[str]:
-    """Copy the preparation script, its settings and the overlays in, in one archive; return the overlays' names."""
-    overlay_names = [f"overlay-{i:02d}.patch" for i in range(len(spec.overlays))]
-    config = {
-        "workdir": spec.workdir, "base_revision": spec.base_revision, "patch": f"{IO_DIR}/patch.diff",
-        "overlays": [f"{IO_DIR}/{n}" for n in overlay_names],
-        "protected_paths": sorted({*spec.protected_paths, *spec.test_targets}),
-    }
-    files = {"prepare.py": script_bytes("prepare.py"), "prepare.json": json.dumps(config).encode()}
-    files.update({name: overlays[path] for name, (path, _) in zip(overlay_names, spec.overlays)})
-    box.write_files({f"{IO_DIR.strip('/')}/{name}": data for name, data in files.items()}, "/")
-    return overlay_names
+def probe_args(selectors: tuple[str, ...]) -> tuple[str, ...]:
+    # Plain pytest: probes do not use the evaluator's flags (METRICS 0.1).
+    return ("--json-report", "--json-report-file={report}", "--continue-on-collection-errors", *selectors)
 
 
-def _prepare(box: Sandbox, spec: TaskSpec, patch: bytes) -> Preparation:
-    """Reset to the base, apply overlays and the patch, protect grading; read the record before any code runs."""
-    box.write_files({"patch.diff": patch}, IO_DIR)
-    done = box.exec(f"{spec.interpreter} {IO_DIR}/prepare.py {IO_DIR}", 300)
-    text = done.output.decode("utf-8", "replace")
-    last = text.strip().rsplit("\n", 1)[-1]
-    if done.exit_code != 0 or not last.startswith("{"):
-        # Our own script failed on the image (git missing, base commit absent): the environment is at fault.
-        raise SandboxUnavailableError(f"preparing {spec.task_id} in {box.name} failed: {text[-2000:]}")
-    record = json.loads(last)
-    return Preparation(
-        record["patch_status"], record["patch_log"][-5000:], (), record["canonical_ref"],
-        tuple(record["restored_paths"]), tuple(record["untracked_paths_removed"]),
-        tuple(record["hazards_removed"]), tuple(record["changed_paths"]),
-    )
+def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
+    """The evaluator as the task states it (its pytest runs through the harness's launcher)."""
+    return (spec.interpreter, "-m", "pytest", *evaluator_args(spec))
 
 
 def new_run_id() -> str:

@@ -58,6 +58,21 @@ class NormalizedReport:
     failed_collectors: tuple[str, ...]  # node ids of collectors whose outcome is "failed"
     report_was_missing: bool  # no report was given at all
     report_was_invalid: bool  # a report was given but its summary was not usable
+    xfailed: int = 0  # expected failures: like skips, they never block the exit code (decision 9)
+
+    @property
+    def skipped_or_xfailed(self) -> int:
+        return self.skipped + self.xfailed
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the base state scores in the same image under the same evaluator (decision 9): the floor an evaluated
+    run is held to, so code under test cannot turn its failures into skips or shrink what is collected."""
+
+    skipped_or_xfailed: int
+    total: int
+    source: str  # "base_run" (measured in this run) or "recorded_initial_counts" (the base run had no report)
 
 
 @dataclass(frozen=True)
@@ -187,7 +202,8 @@ def normalize_report(report: dict[str, Any] | None, exit_code: int | None, outpu
     if not isinstance(summary, Mapping) or not any(key in summary for key in _SUMMARY_KEYS):
         return _synthetic(report, exit_code, output_text)
     try:
-        passed, failed, skipped = (_count(summary, key) or 0 for key in ("passed", "failed", "skipped"))
+        passed, failed, skipped, xfailed = (_count(summary, key) or 0 for key in ("passed", "failed", "skipped",
+                                                                                   "xfailed"))
         errors = _count(summary, "error", "errors") or 0
         total = _count(summary, "total")
         if total is None:
@@ -207,11 +223,26 @@ def normalize_report(report: dict[str, Any] | None, exit_code: int | None, outpu
         failed_collectors=collectors,
         report_was_missing=False,
         report_was_invalid=False,
+        xfailed=xfailed,
     )
 
 
-def _substitution_reason(normalized: NormalizedReport, exit_code: int | None) -> str | None:
+def integrity_failure(normalized: NormalizedReport, baseline: Baseline | None) -> str | None:
+    """The integrity rule a real report breaks against the base state, or None (decision 9)."""
+    if baseline is None or normalized.synthetic_summary:
+        return None
+    if normalized.skipped_or_xfailed > baseline.skipped_or_xfailed:
+        return "integrity_skip_inflation"
+    if normalized.total < baseline.total:
+        return "integrity_collection_shrunk"
+    return None
+
+
+def _substitution_reason(normalized: NormalizedReport, exit_code: int | None,
+                         baseline: Baseline | None) -> str | None:
     """Why the report's own total cannot serve as the denominator, or None when it can (decision 1)."""
+    if baseline is not None and not normalized.synthetic_summary and normalized.total < baseline.total:
+        return "collection_shrunk"
     if exit_code == TIMEOUT_EXIT_CODE or normalized.failure_kind == "timeout":
         return "timeout"
     if normalized.failure_kind == "collection_failed":
@@ -230,7 +261,8 @@ def _outcome(final_success: bool, failure_kind: str | None) -> str:
     return f"model_failure:{failure_kind}" if failure_kind else "failed"
 
 
-def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: int | None) -> GradeResult:
+def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: int | None,
+          baseline: Baseline | None = None) -> GradeResult:
     """Score one prediction so that a broken run counts as 0 against the task's size instead of vanishing.
 
     Final success follows decision 2, so an unknown exit code is never a success. The pass-rate denominator is the
@@ -243,22 +275,27 @@ def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: i
         normalized: the output of `normalize_report` for this run.
         exit_code: the evaluator's exit code, or None when unknown.
         expected_total: the task's expected `summary.total` from the dataset row, or None when not recorded.
+        baseline: the base state's run in the same image (decision 9); None when not measured.
     """
     if expected_total is not None and expected_total <= 0:
         raise ValueError(f"expected_total must be a positive test count or None, got {expected_total}")
-    final_success = (
+    clean_run = (
         exit_code == 0
         and normalized.collected > 0
         and normalized.failed == 0
         and normalized.errors == 0
         and not normalized.synthetic_summary
     )
-    reason = _substitution_reason(normalized, exit_code)
+    integrity = integrity_failure(normalized, baseline)
+    final_success = clean_run and integrity is None
+    reason = _substitution_reason(normalized, exit_code, baseline)
     observed = 0 if normalized.synthetic_summary else normalized.total
     if reason is None:
         denominator, source = normalized.total, "report_total"
     elif expected_total is not None and expected_total >= observed:
         denominator, source = expected_total, f"expected_total_due_{reason}"
+    elif reason == "collection_shrunk" and baseline is not None:
+        denominator, source = baseline.total, "base_total_due_collection_shrunk"
     elif observed > 0:
         denominator, source = observed, "report_total"
     else:
@@ -269,7 +306,7 @@ def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: i
         pass_rate=normalized.passed / denominator if denominator else 0.0,
         denominator=denominator,
         total_source=source,
-        outcome=_outcome(final_success, normalized.failure_kind),
+        outcome=_outcome(final_success, integrity if clean_run and integrity else normalized.failure_kind),
     )
 
 

@@ -1,22 +1,19 @@
 """Integrate specialists' patches the way the official checkpoint model does, and derive its checkpoints.
 
-The host decides the merge order (producers before consumers) and each artifact's scope (pure, below); the
-container does the merging (`incontainer/integrate.py`) and hands back every workspace state as a cumulative diff,
+The host decides the merge order (producers before consumers) and each artifact's scope (pure, below); a container
+in which no evaluated code runs does the merging (`incontainer/integrate.py`, driven by `evaluation.Workbench`) and hands back every workspace state as a cumulative diff,
 which is then replayed like any other checkpoint: per agent an `agent_artifact` state (its own workspace) and an
 `integration_after_merge` state, then the `final_integrated` state. T = 2n + 1.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from asyncodebench.patches import outside_scope, patch_text, touched_paths
-from asyncodebench.sandbox import Sandbox, SandboxUnavailableError
 from asyncodebench.spec import TaskSpec
-from asyncodebench.workspace import IO_DIR, script_bytes
 
 INTEGRATED_PROTOCOLS = ("serial_specialists", "async_private", "caid_manager")
 SERIAL_PROTOCOLS = ("serial_specialists",)  # agents build on the integrated state; the others work privately
@@ -94,30 +91,7 @@ def plan_artifacts(spec: TaskSpec, agent_patches: dict[str, bytes]) -> list[Agen
     return plan
 
 
-def integrate(box: Sandbox, spec: TaskSpec, protocol: str, plan: list[AgentArtifact],
-              overlay_files: list[str]) -> Integration:
-    """Merge the artifacts inside the container (prepare.py's overlays already copied to `overlay_files`)."""
-    files = {"integrate.py": script_bytes("integrate.py"), "prepare.py": script_bytes("prepare.py")}
-    agents = []
-    for i, artifact in enumerate(plan):
-        name = f"agent-{i:02d}.patch"
-        if artifact.patch is not None:
-            files[name] = artifact.patch
-        agents.append({"agent_id": artifact.agent_id, "scope_ok": artifact.scope_ok,
-                       "patch": f"{IO_DIR}/{name}" if artifact.patch is not None else None})
-    config = {"workdir": spec.workdir, "base_revision": spec.base_revision, "overlays": overlay_files,
-              "agents": agents, "serial": protocol in SERIAL_PROTOCOLS}
-    files["integrate.json"] = json.dumps(config).encode()
-    box.write_files(files, IO_DIR)
-    done = box.exec(f"cd {IO_DIR} && {spec.interpreter} {IO_DIR}/integrate.py {IO_DIR}", 600)
-    raw = box.read_file(f"{IO_DIR}/integrated.json", 200_000_000)
-    if done.exit_code != 0 or raw is None:
-        raise SandboxUnavailableError(
-            f"integrating agent patches of {spec.task_id} failed: {done.output.decode('utf-8', 'replace')[-2000:]}")
-    return _integration_from(protocol, plan, json.loads(raw))
-
-
-def _integration_from(protocol: str, plan: list[AgentArtifact], record: dict[str, Any]) -> Integration:
+def integration_from_record(protocol: str, plan: list[AgentArtifact], record: dict[str, Any]) -> Integration:
     scope = {a.agent_id: a.out_of_scope for a in plan}
     merges = tuple(
         AgentMerge(m["agent_id"], m["merge_status"], m["strategy"], m["reason"], scope[m["agent_id"]],

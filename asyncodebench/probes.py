@@ -4,23 +4,24 @@ The official method runs one pytest process per selector. Here all selectors run
 is run alone only when the shared run cannot stand for it: the process ended abnormally (usage error such as an
 unknown node id, internal error, interruption, a timeout, no report), or the selector's tests took so long that
 alone they would have hit the per-selector limit. Statuses are therefore the per-selector ones (METRICS 0.1,
-decision 8); tests/test_probe_equivalence.py proves it on real containers.
+decision 8); tests/test_probe_equivalence.py proves it on real containers. Each pytest process runs through
+`execute`, which gives it a fresh container holding the state, so no process sees what another one left.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from asyncodebench.grading import SelectorResult, node_matches, selector_status
-from asyncodebench.sandbox import Sandbox
-from asyncodebench.spec import TaskSpec
-from asyncodebench.workspace import (
-    KILL_GRACE_SECONDS, CommandOutput, command_dir, read_output, stopped_by_timeout, timed_shell,
-)
+from asyncodebench.workspace import PytestRun, stopped_by_timeout
+
+Execute = Callable[[tuple[str, ...]], Optional[PytestRun]]  # one pytest process over some selectors
 
 NORMAL_EXIT_CODES = (0, 1)  # tests ran; some may have failed
 DURATION_MARGIN_SECONDS = 5
+ALONE_AT_ONCE = 2  # selectors run alone (each in its own container) at the same time
 
 
 @dataclass(frozen=True)
@@ -48,32 +49,40 @@ class ProbeRun:
     probe_timeout: int
 
 
-def run_probes(box: Sandbox, spec: TaskSpec, probe_timeout: int) -> ProbeRun:
-    """Probe every selector of `spec` in the container's current workspace."""
-    selectors = spec.selectors
+def run_probes(execute: Execute, selectors: Sequence[str], probe_timeout: int) -> ProbeRun | None:
+    """Probe every selector; None when the state could not be prepared for evaluated code (unusable patch)."""
+    selectors = tuple(selectors)
     if not selectors:
         return ProbeRun("batch", (), probe_timeout)
-    batch = _call(box, spec, selectors, probe_timeout, "probe-batch")
+    first = execute(selectors)
+    if first is None:
+        return None
+    batch = _call(selectors, first, probe_timeout)
     alone = selectors if not batch.normal else _slow_selectors(batch, probe_timeout)
-    calls = [batch] + [_call(box, spec, (s,), probe_timeout, f"probe-{i}") for i, s in enumerate(alone)]
+    with ThreadPoolExecutor(max_workers=ALONE_AT_ONCE) as pool:
+        runs = list(pool.map(lambda s: execute((s,)), alone))
+    calls = [batch] + [_call((s,), run, probe_timeout) for s, run in zip(alone, runs)]
     mode = "batch" if not alone else ("per_selector" if not batch.normal else "batch+per_selector")
     return ProbeRun(mode, tuple(calls), probe_timeout)
 
 
-def _call(box: Sandbox, spec: TaskSpec, selectors: Sequence[str], timeout: int, name: str) -> ProbeCall:
-    # Plain `python -m pytest`: probes do not use the evaluator's flags (METRICS 0.1).
-    command = (spec.interpreter, "-m", "pytest", "--json-report", f"--json-report-file={command_dir(name)}/report.json",
-               "--continue-on-collection-errors", *selectors)
-    run = box.exec(timed_shell(spec.workdir, command, timeout, name), timeout + KILL_GRACE_SECONDS)
-    out = CommandOutput(None, "", None) if run.killed_by_watchdog else read_output(box, name)
-    timed_out = (run.killed_by_watchdog or out.exit_code == -1
-                 or stopped_by_timeout(out.exit_code, run.duration_seconds, timeout))
-    tests = tuple(_node(t) for t in (out.report or {}).get("tests") or [] if isinstance(t, dict))
-    return ProbeCall(tuple(selectors), out.exit_code, timed_out, tests, bool(out.report), out.tail[-4000:])
+def _call(selectors: tuple[str, ...], run: PytestRun | None, timeout: int) -> ProbeCall:
+    if run is None:  # cannot happen after a usable first call (same patch, same preparation); kept explicit
+        return ProbeCall(selectors, None, False, (), False, "")
+    timed_out = (run.killed_by_watchdog or run.exit_code == -1
+                 or stopped_by_timeout(run.exit_code, run.seconds, timeout))
+    tests = tuple(_node(t) for t in (run.report or {}).get("tests") or [] if isinstance(t, dict))
+    return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), run.tail[-4000:])
 
 
 def _node(test: Mapping[str, Any]) -> dict[str, Any]:
-    duration = sum(float((test.get(stage) or {}).get("duration") or 0) for stage in ("setup", "call", "teardown"))
+    """One test of a probe report; the report is the evaluated code's output, so every field is checked."""
+    duration = 0.0
+    for stage in ("setup", "call", "teardown"):
+        value = test.get(stage)
+        seconds = value.get("duration") if isinstance(value, Mapping) else None
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
+            duration += float(seconds)
     return {"nodeid": str(test.get("nodeid")), "outcome": str(test.get("outcome")), "duration": round(duration, 4)}
 
 

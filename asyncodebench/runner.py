@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench import __version__
-from asyncodebench.evaluation import Settings, State, evaluate_patch
+from asyncodebench import baseline
+from asyncodebench.evaluation import Settings, State, Workbench, evaluate_patch
 from asyncodebench.integration import INTEGRATED_PROTOCOLS, plan_artifacts
 from asyncodebench.images import MATCH, UNREACHABLE, ImageStatus, local_status, pull
 from asyncodebench.overlays import OverlayError, OverlaySource
 from asyncodebench.patches import patch_bytes
 from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
 from asyncodebench.rows import PublishedRows, load_published
-from asyncodebench.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.sandbox import SandboxUnavailableError, docker_client, remove_run_containers, remove_run_volumes
 from asyncodebench.scoring import infrastructure_result, score
 from asyncodebench.spec import TaskSpec
 from asyncodebench import store
@@ -69,6 +70,7 @@ class RunState:
     file: PredictionFile
     images: dict[str, ImageStatus]
     started_at: str
+    baselines: dict[str, dict[str, Any] | str] = field(default_factory=dict)  # record, or why it could not run
     evaluated_now: int = 0
     skipped_finished: int = 0
     stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: record nothing more
@@ -98,18 +100,24 @@ def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[s
     for prediction in state.file.predictions:
         store.write_atomic(folders[prediction.line] / store.PATCH, patch_bytes(prediction.model_patch))
     if config.rescore:
-        _rescore(state, folders)
+        _rescore(config, state, folders)
     else:
         _evaluate_all(config, state, folders, progress)
+    for task_id, spec in state.specs.items():  # measured by this run or an earlier, interrupted one
+        path = baseline.baseline_path(config.run_dir, task_id)
+        if task_id not in state.baselines and path.exists():
+            state.baselines[task_id] = store.read_json(path)
     return [store.read_json(folders[p.line] / store.RESULT) for p in state.file.predictions
             if (folders[p.line] / store.RESULT).exists()]
 
 
-def _rescore(state: RunState, folders: dict[int, Path]) -> None:
+def _rescore(config: RunConfig, state: RunState, folders: dict[int, Path]) -> None:
     for prediction in state.file.predictions:
         folder = folders[prediction.line]
         if (folder / store.EXECUTION).exists():
-            _write_result(folder, score(state.specs[prediction.task_id], prediction, store.load_evidence(folder)))
+            spec = state.specs[prediction.task_id]
+            floor = baseline.load(config.run_dir, spec)
+            _write_result(folder, score(spec, prediction, store.load_evidence(folder), floor))
 
 
 def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], progress: Any) -> None:
@@ -128,6 +136,32 @@ def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], 
     remove_run_containers(client, config.run_id)  # leftovers of an interrupted run
     state.images.update(_check_images(client, config, state, {p.task_id for p in pending}))
     overlays = {task_id: _load_overlays(config, state.specs[task_id]) for task_id in {p.task_id for p in pending}}
+    try:
+        _measure_baselines(client, config, state, overlays)
+        _evaluate_pending(client, config, state, folders, overlays, pending, progress)
+    finally:
+        if not state.stopping.is_set():
+            try:
+                remove_run_volumes(client, config.run_id)
+            except Exception:  # the daemon went away; the next run of this id removes them
+                pass
+
+
+def _measure_baselines(client: Any, config: RunConfig, state: RunState,
+                       overlays: dict[str, dict[str, bytes] | str]) -> None:
+    """The base state of every task about to be evaluated whose image and overlays are usable (decision 9)."""
+    for task_id in sorted(overlays):
+        if state.images[task_id].state != MATCH or isinstance(overlays[task_id], str):
+            continue
+        try:
+            bench = Workbench.open(client, state.specs[task_id], config.run_id, config.settings, overlays[task_id])
+            state.baselines[task_id] = baseline.ensure(bench, config.run_dir)
+        except SandboxUnavailableError as exc:
+            state.baselines[task_id] = f"the base state could not be evaluated: {exc}"
+
+
+def _evaluate_pending(client: Any, config: RunConfig, state: RunState, folders: dict[int, Path],
+                      overlays: dict[str, dict[str, bytes] | str], pending: list[Prediction], progress: Any) -> None:
     with ThreadPoolExecutor(max_workers=config.max_workers) as pool:
         futures = {pool.submit(_evaluate_one, client, config, state, p, folders[p.line], overlays): p for p in pending}
         try:
@@ -178,6 +212,10 @@ def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: P
     if isinstance(task_overlays, str):
         _write_result(folder, infrastructure_result(prediction, "overlay_missing", task_overlays))
         return
+    base = state.baselines.get(prediction.task_id)
+    if isinstance(base, str):
+        _write_result(folder, infrastructure_result(prediction, "baseline_unavailable", base))
+        return
     final_patch, states, agents = work_of(spec, prediction)
     if state.stopping.is_set():
         return
@@ -194,7 +232,7 @@ def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: P
     if state.stopping.is_set():
         return
     store.save_evidence(folder, evidence)
-    _write_result(folder, score(spec, prediction, evidence))
+    _write_result(folder, score(spec, prediction, evidence, baseline.from_record(base, spec) if base else None))
 
 
 def work_of(spec: TaskSpec, prediction: Prediction) -> tuple[bytes, tuple[State, ...], Any]:
@@ -238,8 +276,17 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
                      "limits": asdict(config.settings.limits), "default_protocol": config.default_protocol,
                      "tasks": list(config.tasks), "mode": "rescore" if config.rescore else "evaluate"},
         "images": {t: s.as_dict() for t, s in sorted(state.images.items())},
+        "baselines": {t: _baseline_summary(b) for t, b in sorted(state.baselines.items())},
         "work": {"evaluated_now": state.evaluated_now, "already_finished": state.skipped_finished},
         "started_at": state.started_at,
         "finished_at": now(),
         "command": " ".join(sys.argv),
     }
+
+
+def _baseline_summary(record: dict[str, Any] | str) -> dict[str, Any]:
+    """A task's base-state run as the report shows it: its counts and any image problem it reveals."""
+    if isinstance(record, str):
+        return {"counts": None, "matches_recorded": None, "problem": record}
+    return {"counts": record["counts"], "matches_recorded": record["matches_recorded"],
+            "problem": baseline.problem(record)}

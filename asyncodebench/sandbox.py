@@ -1,16 +1,25 @@
-"""Run untrusted code in a task container: pinned by digest, no network, bounded, always removed.
+"""Run untrusted code in task containers: pinned by digest, no network, bounded, one container per step, removed.
 
-A `Sandbox` is one container. Commands run with a time limit enforced twice: by `timeout` inside the container and
-by a watchdog on the host that kills the container if the inside limit fails (a process that ignores signals, a
-wedged daemon). The daemon's own failures raise `SandboxUnavailableError`, never mixed with command results.
-No process outlives the command that started it: a fork bomb's sleeping children would otherwise hold the process
-limit, so the harness's next commands (probes, replayed states) could not start and would read stale files.
+Two trust domains share a container. The trusted side is root: it prepares the work tree (`incontainer/prepare.py`)
+before any evaluated code exists in the container, and afterwards only reads files from the host through the
+archive API. The evaluated side runs as an unprivileged user (`SANDBOX_USER`) on a read-only root filesystem; all it
+can write is the container's own work tree, a private temp folder and its output folder, each a size- and
+inode-bounded tmpfs, so disk use is bounded and nothing of one container reaches another. Every step (a checkpoint
+state's probes, the final evaluator, the final probes) gets a fresh container started from image + the image's work
+tree, so no state inherits anything from an earlier one.
+
+Commands have a time limit enforced twice: by `timeout` inside and by a watchdog on the host that kills the
+container if the inside limit fails. Output is streamed and only its tail kept; files are read through a bounded
+stream, so the harness's memory does not depend on what the container writes. The daemon's own failures raise
+`SandboxUnavailableError`, never mixed with command results.
 """
 
 from __future__ import annotations
 
+import collections
 import io
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
@@ -19,6 +28,13 @@ from typing import Any
 
 WATCHDOG_MARGIN_SECONDS = 30
 LABEL_RUN = "org.asyncodebench.run_id"
+SANDBOX_UID = SANDBOX_GID = 65534  # `nobody` in Debian-based images; never root
+SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_GID}"
+BASE_DIR = "/asyncodebench-base"  # the image's own work tree, read-only, copied into each container's tmpfs
+IO_DIR = "/asyncodebench"
+OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept
+STREAM_CHUNK_BYTES = 1 << 16
+OVERSIZED = b"\0asyncodebench: larger than the read limit\0"  # what `read_file` returns for a file over its limit
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -29,10 +45,14 @@ class SandboxUnavailableError(RuntimeError):
 class Limits:
     """Resource bounds of one evaluation container."""
 
-    memory: str = "4g"  # memory and memory+swap: no swap escape
+    memory: str = "4g"  # memory and memory+swap: no swap escape; tmpfs pages written inside count here too
     cpus: float = 1.0
     pids: int = 512  # stops fork bombs
     file_size_bytes: int = 1 << 30  # largest file a process may write (RLIMIT_FSIZE), e.g. a flood of output
+    workspace: str = "4g"  # tmpfs holding the work tree (repository, .git and what the tests write there)
+    tmp: str = "1g"  # the evaluated code's private /tmp (and HOME)
+    io: str = "512m"  # harness scripts, patches and the evaluated code's output folder (its JSON reports)
+    inodes: int = 1_000_000  # per tmpfs
 
 
 @dataclass(frozen=True)
@@ -40,7 +60,7 @@ class ExecResult:
     """What a command did. `killed_by_watchdog` means the inside timeout failed and the container was killed."""
 
     exit_code: int | None
-    output: bytes
+    output: bytes  # the last OUTPUT_CAP_BYTES of stdout and stderr
     duration_seconds: float
     killed_by_watchdog: bool = False
 
@@ -63,20 +83,57 @@ def docker_client() -> Any:
         ) from exc
 
 
+def _tmpfs_volume(target: str, size: str, inodes: int, run_id: str, read_only: bool = False) -> Any:
+    """An anonymous tmpfs volume: mounted by the daemon on the host, so the archive API can read and write it."""
+    from docker.types import DriverConfig, Mount
+
+    options = {"type": "tmpfs", "device": "tmpfs", "o": f"size={size},nr_inodes={inodes},mode=0755"}
+    return Mount(target, None, type="volume", read_only=read_only, labels={LABEL_RUN: run_id},
+                 driver_config=DriverConfig("local", options))
+
+
+def base_volume(client: Any, image_ref: str, run_id: str, workdir: str) -> str:
+    """A named volume holding the image's own work tree, made once per run and image (Docker copies the image's
+    folder into a new volume when a container mounts it there); each container copies it into its own tmpfs."""
+    import hashlib
+
+    name = f"asyncodebench-base-{hashlib.sha256(f'{run_id} {image_ref}'.encode()).hexdigest()[:20]}"
+    try:
+        existing = client.volumes.list(filters={"name": name})
+        if any(v.name == name for v in existing):
+            return name
+        client.volumes.create(name, labels={LABEL_RUN: run_id})
+        container = client.containers.create(image_ref, ["true"], network_mode="none", entrypoint=[],
+                                              volumes={name: {"bind": workdir, "mode": "rw"}},
+                                              labels={LABEL_RUN: run_id})
+        container.remove(force=True)
+    except Exception as exc:
+        raise SandboxUnavailableError(f"could not copy the work tree of {image_ref} into a volume: {exc}") from exc
+    return name
+
+
 class Sandbox:
-    """One running container started from `image_ref` (an `image@sha256:` reference)."""
+    """One running container started from `image_ref` (an `image@sha256:` reference), prepared for one step."""
 
-    def __init__(self, client: Any, image_ref: str, run_id: str, limits: Limits, workdir: str) -> None:
+    def __init__(self, client: Any, image_ref: str, run_id: str, limits: Limits, workdir: str, base: str) -> None:
         import docker.errors
-        from docker.types import Ulimit
+        from docker.types import Mount, Ulimit
 
+        self.client = client
         self.name = f"asyncodebench-{_safe(run_id)}-{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
+        mounts = [
+            _tmpfs_volume(workdir, limits.workspace, limits.inodes, run_id),
+            _tmpfs_volume(IO_DIR, limits.io, 10_000, run_id),
+            Mount(BASE_DIR, base, type="volume", read_only=True),
+        ]
         try:
             self.container = client.containers.run(
                 image_ref, ["sleep", "infinity"], detach=True, name=self.name, labels={LABEL_RUN: run_id},
                 network_mode="none", mem_limit=limits.memory, memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids, working_dir=workdir,
+                read_only=True, mounts=mounts,
+                tmpfs={"/tmp": f"size={limits.tmp},nr_inodes={limits.inodes},mode=1777"},
                 security_opt=["no-new-privileges"], cap_drop=["NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"],
                 ulimits=[Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes)],
                 entrypoint=[],
@@ -92,43 +149,58 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         self.remove()
 
-    def exec(self, script: str, timeout: float, env: dict[str, str] | None = None) -> ExecResult:
-        """Run a shell script; kill the container if it outlives `timeout` plus the watchdog margin."""
+    @property
+    def image_env(self) -> dict[str, str]:
+        """The image's environment (`ENV` lines), which every command inherits."""
+        pairs = (self.container.attrs.get("Config") or {}).get("Env") or []
+        return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+
+    def exec(self, argv: list[str], timeout: float, env: dict[str, str] | None = None, user: str = "0") -> ExecResult:
+        """Run `argv` as `user`; the exit code comes from the daemon, the output is streamed and only its tail kept.
+
+        The container is killed if the command outlives `timeout` plus the watchdog margin.
+        """
         fired = threading.Event()
 
         def watchdog() -> None:
             fired.set()
             self._kill()
 
+        api = self.client.api
+        tail: collections.deque[bytes] = collections.deque()
+        kept = 0
         timer = threading.Timer(timeout + WATCHDOG_MARGIN_SECONDS, watchdog)
         started = time.monotonic()
         timer.start()
         try:
-            result = self.container.exec_run(["sh", "-c", script], workdir=self.workdir, environment=env or {})
+            exec_id = api.exec_create(self.container.id, argv, user=user, environment=env or {},
+                                      workdir=self.workdir)["Id"]
+            for chunk in api.exec_start(exec_id, stream=True):
+                tail.append(chunk)
+                kept += len(chunk)
+                while kept - len(tail[0]) >= OUTPUT_CAP_BYTES:
+                    kept -= len(tail.popleft())
+            exit_code = None if fired.is_set() else api.exec_inspect(exec_id)["ExitCode"]
         except Exception as exc:
             if fired.is_set():
-                return ExecResult(None, b"", time.monotonic() - started, killed_by_watchdog=True)
+                return ExecResult(None, b"".join(tail)[-OUTPUT_CAP_BYTES:], time.monotonic() - started, True)
             raise SandboxUnavailableError(f"the daemon failed while running a command in {self.name}: {exc}") from exc
         finally:
             timer.cancel()
-        duration = time.monotonic() - started
-        if fired.is_set():
-            return ExecResult(None, result.output or b"", duration, killed_by_watchdog=True)
-        self._end_stragglers()
-        return ExecResult(result.exit_code, result.output or b"", duration)
+        output = b"".join(tail)[-OUTPUT_CAP_BYTES:]
+        return ExecResult(exit_code, output, time.monotonic() - started, fired.is_set())
 
-    def _end_stragglers(self) -> None:
-        """Kill what a finished command left running (daemons, forked children) by restarting the container.
+    def freeze(self) -> None:
+        """End what the evaluated code started, then freeze the container, before any of its files is read.
 
-        The restart keeps the filesystem (workspace and files in the IO folder) and only replaces PID 1, the idle
-        `sleep`; `docker top` reads the processes from the host, so it works even when no process can start inside.
+        Root kills every process but PID 1 (`kill -9 -1`, repeated for processes forked meanwhile); the freeze
+        (cgroup freezer) then makes the container's state final whatever survived, until it is removed.
         """
-        processes = self._daemon_call(lambda: self.container.top(ps_args="-o pid")["Processes"], "list processes")
-        if len(processes or []) > 1:
-            self._daemon_call(lambda: self.container.restart(timeout=0), "restart to end leftover processes")
+        self.exec(["sh", "-c", "kill -9 -1; kill -9 -1; kill -9 -1; exit 0"], 30)
+        self._daemon_call(self.container.pause, "freeze the container")
 
     def write_files(self, files: dict[str, bytes], directory: str) -> None:
-        """Copy files (name -> bytes) into `directory` inside the container."""
+        """Copy files (name -> bytes) into `directory` inside the container, owned by root."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for name, data in files.items():
@@ -138,28 +210,43 @@ class Sandbox:
         self._daemon_call(lambda: self.container.put_archive(directory, buffer.getvalue()), "copy files in")
 
     def read_file(self, path: str, limit: int) -> bytes | None:
-        """The first `limit` bytes of a file in the container, or None when it does not exist."""
-        files = self.read_files(path, limit)
-        return next(iter(files.values())) if files else None
-
-    def read_files(self, path: str, limit: int) -> dict[str, bytes]:
-        """The regular files at `path` (a file or a folder) by their name, each cut to `limit` bytes; one call."""
+        """A regular file's bytes; None when it does not exist or is not a regular file (a symlink, a folder);
+        `OVERSIZED` when it is larger than `limit`. The archive is streamed to a bounded spool, never held whole."""
         import docker.errors
 
         try:
-            stream, _ = self.container.get_archive(path)
+            stream, _ = self.container.get_archive(path, chunk_size=STREAM_CHUNK_BYTES)
         except docker.errors.NotFound:
-            return {}
+            return None
         except Exception as exc:
             raise SandboxUnavailableError(f"could not read {path} from {self.name}: {exc}") from exc
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            return {member.name.rsplit("/", 1)[-1]: tar.extractfile(member).read(limit)  # type: ignore[union-attr]
-                    for member in tar.getmembers() if member.isfile()}
+        cap = limit + (1 << 20)  # tar headers and padding
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
+            try:
+                for chunk in stream:
+                    spool.write(chunk)
+                    if spool.tell() > cap:
+                        return OVERSIZED
+            except Exception as exc:
+                raise SandboxUnavailableError(f"could not read {path} from {self.name}: {exc}") from exc
+            finally:
+                getattr(stream, "close", lambda: None)()
+            spool.seek(0)
+            try:
+                with tarfile.open(fileobj=spool) as tar:
+                    member = tar.next()
+                    if member is None or not member.isfile():
+                        return None
+                    if member.size > limit:
+                        return OVERSIZED
+                    return tar.extractfile(member).read()  # type: ignore[union-attr]
+            except tarfile.TarError:
+                return None
 
     def remove(self) -> None:
-        """Remove the container, whatever state it is in."""
+        """Remove the container and its anonymous volumes, whatever state it is in."""
         try:
-            self.container.remove(force=True)
+            self.container.remove(force=True, v=True)
         except Exception:  # already gone, or the daemon died: nothing more to do here
             pass
 
@@ -177,11 +264,21 @@ class Sandbox:
 
 
 def remove_run_containers(client: Any, run_id: str) -> int:
-    """Remove containers left behind by an interrupted run (for example after `kill -9`); return how many."""
+    """Remove the containers and volumes left behind by an interrupted run (for example after `kill -9`)."""
     leftovers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
     for container in leftovers:
-        container.remove(force=True)
+        container.remove(force=True, v=True)
+    remove_run_volumes(client, run_id)
     return len(leftovers)
+
+
+def remove_run_volumes(client: Any, run_id: str) -> None:
+    """Remove the run's base volumes (and anonymous volumes of containers already gone)."""
+    for volume in client.volumes.list(filters={"label": f"{LABEL_RUN}={run_id}"}):
+        try:
+            volume.remove(force=True)
+        except Exception:  # still in use by a container being removed; the next cleanup takes it
+            pass
 
 
 def _safe(text: str) -> str:

@@ -9,7 +9,8 @@ from typing import Any
 from asyncodebench.checkpoints import CheckpointContext, build_checkpoint_record, record_to_checkpoint
 from asyncodebench.evaluation import Evidence
 from asyncodebench.integration import Integration
-from asyncodebench.grading import grade, normalize_report
+from asyncodebench.grading import Baseline, grade, integrity_failure, normalize_report
+from asyncodebench.patches import outside_scope
 from asyncodebench.metrics import run_metrics, sad_proxy_candidates
 from asyncodebench.predictions import Prediction
 from asyncodebench.probes import ProbeRun, selector_results
@@ -66,16 +67,22 @@ def dependency_trace(records: list[dict[str, Any]]) -> dict[str, list[dict[str, 
     return trace
 
 
-def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, recorded_at: str | None = None) -> dict[str, Any]:
-    """The result record of one evaluated prediction (its checkpoints ride along under `checkpoints`)."""
+def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: Baseline | None = None,
+          recorded_at: str | None = None) -> dict[str, Any]:
+    """The result record of one evaluated prediction (its checkpoints ride along under `checkpoints`).
+
+    `baseline` is the base state's run in the same image (METRICS decision 9), None when not measured.
+    """
     recorded_at = recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     prep = evidence.preparation
     normalized = normalize_report(evidence.report, evidence.exit_code, evidence.output)
     patch_failure = PATCH_FAILURE_KINDS.get(prep.patch_status)
-    graded = grade(normalized, evidence.exit_code, spec.expected_total)
+    graded = grade(normalized, evidence.exit_code, spec.expected_total, baseline)
     records = checkpoint_records(spec, evidence, recorded_at)
     metrics = run_metrics([record_to_checkpoint(r, spec.dependencies) for r in records], spec.dependencies)
-    failure_kind = patch_failure or normalized.failure_kind
+    integrity = integrity_failure(normalized, baseline)
+    blocked_by_integrity = integrity is not None and graded.outcome == f"model_failure:{integrity}"
+    failure_kind = patch_failure or (integrity if blocked_by_integrity else normalized.failure_kind)
     final_diff = evidence.integration.final_state if evidence.integration else prediction.model_patch
     return {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -85,12 +92,19 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, recorded_a
                   "unsafe_paths": list(prep.unsafe_paths), "changed_paths": list(prep.changed_paths)},
         "protection": {"canonical_ref": prep.canonical_ref, "restored_paths": list(prep.restored_paths),
                        "untracked_paths_removed": list(prep.untracked_paths_removed),
-                       "hazards_removed": list(prep.hazards_removed)},
+                       "hazards_removed": list(prep.hazards_removed), "image_plugins": list(prep.image_plugins),
+                       "out_of_scope_paths": list(outside_scope(prep.changed_paths, spec.single_agent_paths))},
+        "integrity": {"violation": integrity, "skipped_or_xfailed": normalized.skipped_or_xfailed,
+                      "total": normalized.total, "report_problem": evidence.report_problem,
+                      "baseline": None if baseline is None else {
+                          "skipped_or_xfailed": baseline.skipped_or_xfailed, "total": baseline.total,
+                          "source": baseline.source}},
         "evaluator": {
             "command": list(evidence.command), "exit_code": evidence.exit_code, "timed_out": evidence.timed_out,
             "killed_by_watchdog": evidence.killed_by_watchdog, "seconds": evidence.evaluator_seconds,
             "failure_kind": failure_kind, "synthetic_summary": normalized.synthetic_summary,
-            "summary": {k: getattr(normalized, k) for k in ("passed", "failed", "errors", "skipped", "total", "collected")},
+            "summary": {k: getattr(normalized, k)
+                        for k in ("passed", "failed", "errors", "skipped", "xfailed", "total", "collected")},
         },
         "final_success": graded.final_success and patch_failure is None,
         "pass_rate": 0.0 if patch_failure else graded.pass_rate,

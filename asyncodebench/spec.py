@@ -14,6 +14,7 @@ VALUE_OPTIONS = {
     "--durations-min", "--ignore", "--ignore-glob", "--junitxml", "--maxfail", "--rootdir", "--tb",
 }
 DEFAULT_WORKDIR = "/testbed"
+COUNT_KEYS = ("collected", "passed", "failed", "errors", "skipped")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class TaskSpec:
     protected_paths: tuple[str, ...]  # restored from the base before grading: the task's test targets
     overlays: tuple[tuple[str, str], ...]  # (path, sha256) of upstream overlay patches
     expected_total: int | None
+    initial_counts: tuple[dict[str, int], ...]  # recorded counts of the base state (public_initial_state snapshots)
     single_agent_paths: tuple[str, ...]
     specialists: tuple[Agent, ...]
     dependencies: tuple[DependencyPoint, ...]
@@ -59,6 +61,8 @@ class TaskSpec:
             test_targets=targets, protected_paths=tuple(task["test_targets"]),
             overlays=tuple((o["path"], o["sha256"]) for o in task["overlays"]),
             expected_total=expected_total(task["expected_test_counts"]),
+            initial_counts=tuple({k: s[k] for k in COUNT_KEYS} for s in task["expected_test_counts"]
+                                 if s["evidence_scope"] == "public_initial_state"),
             single_agent_paths=tuple(task["single_agent_writable_paths"]),
             specialists=tuple(Agent(a["agent_id"], tuple(a["writable_paths"])) for a in task["specialists"]),
             dependencies=tuple(DependencyPoint.from_row(d) for d in dependencies if d["task_id"] == task["task_id"]),

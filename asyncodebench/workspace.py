@@ -1,4 +1,9 @@
-"""Conventions for files exchanged with a task container: where they live and how commands write them."""
+"""One step in one fresh container: prepare a workspace state, run one pytest command as the sandbox user, read it.
+
+The conventions of the files exchanged with a task container live here too: where the harness's scripts go, where
+the evaluated code may write its report, what environment it gets. A prepared container serves exactly one pytest
+process: afterwards it is frozen and read, so nothing that process did can reach another one.
+"""
 
 from __future__ import annotations
 
@@ -8,41 +13,132 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.sandbox import Sandbox
+from asyncodebench.sandbox import (
+    BASE_DIR, IO_DIR, OVERSIZED, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, Sandbox, SandboxUnavailableError,
+)
 
-IO_DIR = "/asyncodebench"
 SCRIPTS_DIR = Path(__file__).resolve().parent / "incontainer"  # copied into containers, never imported here
-OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept
+OUT_DIR = f"{IO_DIR}/out"  # the only harness folder the evaluated code may write: its JSON report
+HOME_DIR = "/tmp/home"  # the evaluated code's private HOME, on its private /tmp
+GIT_CONFIG = f"{IO_DIR}/git/.gitconfig"  # the trusted side's only git configuration
 REPORT_CAP_BYTES = 200_000_000
 KILL_GRACE_SECONDS = 10
+PREPARE_SECONDS = 300
+SHADOWED_BY_DEFAULT = ("pytest", "_pytest", "py", "pluggy", "iniconfig")
 
 
 @dataclass(frozen=True)
-class CommandOutput:
-    """What a timed command left in its folder: exit code, the tail of its output, its JSON report if any."""
+class PytestRun:
+    """What one pytest process did, as the trusted side saw it."""
 
-    exit_code: int | None
-    tail: str
-    report: dict[str, Any] | None  # None when absent, {} when not a JSON object
+    exit_code: int | None  # from the daemon (the `timeout` wrapper's status), never from a file
+    seconds: float
+    killed_by_watchdog: bool
+    tail: str  # the last megabyte of its output
+    report: dict[str, Any] | None  # None when absent, {} when unreadable (not JSON, too deep, too large)
+    report_problem: str | None  # None, "missing", "not_json", "not_an_object" or "oversized"
+    container_name: str
 
 
-def command_dir(name: str) -> str:
-    return f"{IO_DIR}/{name}"
+@dataclass(frozen=True)
+class Preparation:
+    """What happened to the workspace before any evaluated code ran (read before any evaluated code runs)."""
+
+    patch_status: str  # empty | applied | applied_with_fuzz | failed | unsafe_paths
+    patch_log: str
+    unsafe_paths: tuple[str, ...]
+    canonical_ref: str
+    restored_paths: tuple[str, ...]
+    untracked_paths_removed: tuple[str, ...]
+    hazards_removed: tuple[str, ...]
+    changed_paths: tuple[str, ...]
+    image_plugins: tuple[str, ...] = ()  # the image's own pytest plugins (entry point modules), the only ones loaded
+
+    @property
+    def usable(self) -> bool:
+        return self.patch_status not in ("failed", "unsafe_paths")
 
 
-def timed_shell(workdir: str, command: tuple[str, ...], seconds: int, name: str) -> str:
-    """A shell line running `command` in `workdir` under `timeout`, its traces in a fresh `command_dir(name)`.
+def script_bytes(name: str) -> bytes:
+    """An in-container script's source, e.g. `prepare.py`."""
+    return (SCRIPTS_DIR / name).read_bytes()
 
-    The folder gets `rc` (exit code), `tail` (the last MB of output) and whatever report the command writes there.
-    The repository's `src/` and root go first on PYTHONPATH, as the official evaluator and probes do.
-    """
-    folder, quoted = command_dir(name), shlex.quote(workdir)
-    return (
-        f"rm -rf {folder} && mkdir -p {folder} && cd {quoted} && "
-        f'PYTHONPATH={quoted}/src:{quoted}:"${{PYTHONPATH:-}}" '
-        f"timeout -k {KILL_GRACE_SECONDS} {seconds} {shlex.join(command)} > {folder}/out 2>&1; "
-        f"echo $? > {folder}/rc; tail -c {OUTPUT_CAP_BYTES} {folder}/out > {folder}/tail; rm -f {folder}/out"
+
+def prepare_inputs(workdir: str, base_revision: str, interpreter: str, protected: tuple[str, ...],
+                   overlays: list[tuple[str, bytes]], patch: bytes) -> dict[str, bytes]:
+    """Every file the preparation needs, by its path under IO_DIR, to be copied in as one archive."""
+    overlay_names = [f"overlays/{i:02d}.patch" for i in range(len(overlays))]
+    config = {
+        "workdir": workdir, "base_dir": BASE_DIR, "base_revision": base_revision, "interpreter": interpreter,
+        "patch": f"{IO_DIR}/patch.diff", "overlays": [f"{IO_DIR}/{n}" for n in overlay_names],
+        "protected_paths": sorted(protected), "import_roots": ["", "src"], "shadow_names": list(SHADOWED_BY_DEFAULT),
+        "sandbox_uid": SANDBOX_UID, "sandbox_gid": SANDBOX_GID, "git_global_config": GIT_CONFIG,
+        "out_dir": OUT_DIR, "home_dir": HOME_DIR,
+    }
+    files = {"prepare.py": script_bytes("prepare.py"), "integrate.py": script_bytes("integrate.py"),
+             "launch.py": script_bytes("launch.py"), "prepare.json": json.dumps(config).encode(),
+             "patch.diff": patch, "git/.gitconfig": b"[safe]\n\tdirectory = *\n"}
+    files.update({name: data for name, (_, data) in zip(overlay_names, overlays)})
+    return files
+
+
+def prepare(box: Sandbox, interpreter: str, task_id: str) -> Preparation:
+    """Run the trusted preparation; its record is read from its own output before any evaluated code runs."""
+    done = box.exec([interpreter, f"{IO_DIR}/prepare.py", IO_DIR], PREPARE_SECONDS)
+    text = done.output.decode("utf-8", "replace")
+    last = text.strip().rsplit("\n", 1)[-1]
+    if done.exit_code != 0 or not last.startswith("{"):
+        # Our own script failed on the image (git missing, base commit absent): the environment is at fault.
+        raise SandboxUnavailableError(f"preparing {task_id} in {box.name} failed: {text[-2000:]}")
+    record = json.loads(last)
+    return Preparation(
+        record["patch_status"], record["patch_log"][-5000:], tuple(record["unsafe_paths"]), record["canonical_ref"],
+        tuple(record["restored_paths"]), tuple(record["untracked_paths_removed"]),
+        tuple(record["hazards_removed"]), tuple(record["changed_paths"]),
+        tuple(module for _, module in record["image"]["plugins"]),
     )
+
+
+def launch_config(workdir: str, plugins: tuple[str, ...], image_pythonpath: str | None) -> bytes:
+    roots = [workdir, f"{workdir}/src"]
+    return json.dumps({"plugins": list(plugins), "import_roots": roots, "image_pythonpath": image_pythonpath}).encode()
+
+
+def run_pytest(box: Sandbox, workdir: str, interpreter: str, plugins: tuple[str, ...], args: tuple[str, ...],
+               seconds: int) -> PytestRun:
+    """Run pytest once as the sandbox user under `timeout`; then freeze the container and read its report.
+
+    `args` may name `{report}`: the JSON report's path, in the one folder the evaluated code may write.
+    """
+    image_env = box.image_env
+    box.write_files({"launch.json": launch_config(workdir, plugins, image_env.get("PYTHONPATH"))}, IO_DIR)
+    report_path = f"{OUT_DIR}/report.json"
+    argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), str(seconds), interpreter, "-s", f"{IO_DIR}/launch.py",
+            f"{IO_DIR}/launch.json", *(a.replace("{report}", report_path) for a in args)]
+    env = {"HOME": HOME_DIR, "TMPDIR": "/tmp", "PYTHONPATH": ""}
+    done = box.exec(argv, seconds + KILL_GRACE_SECONDS, env=env, user=SANDBOX_USER)
+    if done.killed_by_watchdog:  # the container is gone, and with it anything it wrote
+        raw = None
+    else:
+        box.freeze()
+        raw = box.read_file(report_path, REPORT_CAP_BYTES)
+    report, problem = parse_report(raw)
+    tail = done.output.decode("utf-8", errors="replace")
+    return PytestRun(done.exit_code, round(done.duration_seconds, 3), done.killed_by_watchdog, tail, report, problem,
+                     box.name)
+
+
+def parse_report(raw: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The report as a dict, or why not. Whatever the evaluated code wrote is a model outcome, never an error."""
+    if raw is None:
+        return None, "missing"
+    if raw is OVERSIZED:
+        return {}, "oversized"
+    try:
+        report = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return {}, "not_json"
+    return (report, None) if isinstance(report, dict) else ({}, "not_an_object")
 
 
 def stopped_by_timeout(exit_code: int | None, seconds: float, limit: int) -> bool:
@@ -53,27 +149,5 @@ def stopped_by_timeout(exit_code: int | None, seconds: float, limit: int) -> boo
     return exit_code == 124 or (exit_code == 137 and seconds >= limit)
 
 
-def read_output(box: Sandbox, name: str) -> CommandOutput:
-    """Everything a timed command left, in one read; its report is `report.json` in its folder."""
-    files = box.read_files(command_dir(name), REPORT_CAP_BYTES)
-    try:
-        exit_code: int | None = int(files["rc"].decode().strip())
-    except (KeyError, ValueError):
-        exit_code = None
-    tail = files.get("tail", b"")[-OUTPUT_CAP_BYTES:].decode("utf-8", errors="replace")
-    return CommandOutput(exit_code, tail, _report(files.get("report.json")))
-
-
-def _report(raw: bytes | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        report = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    return report if isinstance(report, dict) else {}
-
-
-def script_bytes(name: str) -> bytes:
-    """An in-container script's source, e.g. `prepare.py`."""
-    return (SCRIPTS_DIR / name).read_bytes()
+def shell_join(argv: tuple[str, ...]) -> str:
+    return shlex.join(argv)

@@ -29,12 +29,12 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's package, and the per-selector reference
 
-from asyncodebench.evaluation import Settings, evaluate_patch  # noqa: E402
-from asyncodebench.probes import run_probes, selector_results  # noqa: E402
+from asyncodebench.evaluation import Settings, Workbench, evaluate_patch  # noqa: E402
+from asyncodebench.probes import selector_results  # noqa: E402
 from asyncodebench.rows import load_published  # noqa: E402
-from asyncodebench.sandbox import Sandbox, docker_client  # noqa: E402
+from asyncodebench.sandbox import docker_client, remove_run_containers  # noqa: E402
 from asyncodebench.spec import TaskSpec  # noqa: E402
-from asyncodebench.workspace import IO_DIR  # noqa: E402
+from per_selector import ReferenceBox  # noqa: E402
 
 DEMO = ROOT / "data" / "demo"
 GOLD = (DEMO / "patches" / "gold.patch").read_bytes()
@@ -67,52 +67,48 @@ def demo_spec(dataset: Path) -> TaskSpec:
     return TaskSpec.from_rows(rows.tasks[0], rows.dependencies)
 
 
-def gold_box(client: Any, spec: TaskSpec) -> Sandbox:
-    box = Sandbox(client, spec.pinned_ref, "bench", Settings().limits, spec.workdir)
-    box.write_files({"gold.diff": GOLD}, "/tmp")
-    done = box.exec(f"mkdir -p {IO_DIR} && git apply /tmp/gold.diff", 60)
-    if done.exit_code != 0:
-        box.remove()
-        raise RuntimeError(f"the gold patch did not apply: {done.output!r}")
+def gold_box(client: Any, spec: TaskSpec) -> ReferenceBox:
+    """A plain running container of the image with the gold patch applied (the bare evaluator's setting)."""
+    box = ReferenceBox(client, spec)
+    box.set_state(GOLD)
     return box
 
 
 def overhead(client: Any, spec: TaskSpec, repeats: int, timeout: int, probe_timeout: int) -> dict[str, float]:
-    box = gold_box(client, spec)
-    try:
+    with gold_box(client, spec) as box:
         bare_command = shlex.join([spec.interpreter, "-m", "pytest", *spec.pytest_options, *spec.test_targets])
-        argv = ["docker", "exec", "-w", spec.workdir, box.name, "sh", "-c", f"{bare_command} >/dev/null 2>&1"]
+        argv = ["docker", "exec", "-w", spec.workdir, box.container.name, "sh", "-c", f"{bare_command} >/dev/null 2>&1"]
         bare = median_seconds(lambda: subprocess.run(argv, check=False), repeats)
-    finally:
-        box.remove()
     figures = {"bare_evaluator_s": bare}
-    for probes in (False, True):
-        settings = Settings(timeout, probe_timeout, probes)
-        key = f"full_evaluation_probes_{'on' if probes else 'off'}_s"
-        figures[key] = median_seconds(lambda: evaluate_patch(client, spec, GOLD, "bench", settings, {}), repeats)
+    try:
+        for probes in (False, True):
+            settings = Settings(timeout, probe_timeout, probes)
+            key = f"full_evaluation_probes_{'on' if probes else 'off'}_s"
+            figures[key] = median_seconds(lambda: evaluate_patch(client, spec, GOLD, "bench", settings, {}), repeats)
+    finally:
+        remove_run_containers(client, "bench")
     return figures
 
 
 def probe_phase(client: Any, spec: TaskSpec, repeats: int, probe_timeout: int) -> dict[str, float]:
-    from per_selector import per_selector_results
+    batched = per_selector = {}
+    bench = Workbench.open(client, spec, "bench", Settings(probe_timeout=probe_timeout), {})
 
-    box = gold_box(client, spec)
-    try:
-        batched = per_selector = {}
+    def ours() -> None:
+        nonlocal batched
+        _, run = bench.probe(GOLD)
+        batched = {s: r.status for s, r in selector_results(run, spec.selectors).items()}
 
-        def ours() -> None:
-            nonlocal batched
-            run = run_probes(box, spec, probe_timeout)
-            batched = {s: r.status for s, r in selector_results(run, spec.selectors).items()}
-
+    with gold_box(client, spec) as box:
         def upstream() -> None:
             nonlocal per_selector
-            per_selector = {s: r.status for s, r in per_selector_results(box, spec, probe_timeout).items()}
+            per_selector = {s: r.status for s, r in box.per_selector_results(probe_timeout).items()}
 
-        figures = {"batched_probes_s": median_seconds(ours, repeats),
-                   "per_selector_probes_s": median_seconds(upstream, repeats), "selectors": len(spec.selectors)}
-    finally:
-        box.remove()
+        try:
+            figures = {"batched_probes_s": median_seconds(ours, repeats),
+                       "per_selector_probes_s": median_seconds(upstream, repeats), "selectors": len(spec.selectors)}
+        finally:
+            remove_run_containers(client, "bench")
     if batched != per_selector:
         raise AssertionError(f"batched and per-selector statuses differ: {batched} != {per_selector}")
     return figures
@@ -150,7 +146,7 @@ def table(results: dict[str, Any], command: str) -> str:
          f"{o['full_evaluation_probes_on_s'] / o['bare_evaluator_s']:.2f}x"),
         (f"probes, per selector ({p['selectors']} pytest processes, upstream)", f"{p['per_selector_probes_s']:.2f} s",
          "1.00x"),
-        ("probes, batched (`run_probes`; same statuses)", f"{p['batched_probes_s']:.2f} s",
+        ("probes, batched (`Workbench.probe`: fresh isolated container; same statuses)", f"{p['batched_probes_s']:.2f} s",
          f"{p['per_selector_probes_s'] / p['batched_probes_s']:.1f}x faster"),
         (f"evaluate.py, {t['predictions']} predictions, --max-workers 1", f"{t['workers_1_s']:.1f} s",
          f"{t['workers_1_per_minute']:.1f} pred/min"),

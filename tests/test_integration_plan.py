@@ -15,7 +15,7 @@ def dependency(producer: str, consumer: str) -> DependencyPoint:
 
 def spec(agents: list[tuple[str, tuple[str, ...]]], deps: list[DependencyPoint]) -> TaskSpec:
     return TaskSpec("asyncodebench:x", "x", "0" * 40, "img:v0", "img@sha256:" + "0" * 64, "/testbed", "python", (),
-                    ("tests",), ("tests",), (), None, (), tuple(Agent(a, p) for a, p in agents), tuple(deps))
+                    ("tests",), ("tests",), (), None, (), (), tuple(Agent(a, p) for a, p in agents), tuple(deps))
 
 
 def test_producers_merge_before_their_consumers_whatever_the_listing_order() -> None:

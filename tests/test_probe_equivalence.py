@@ -1,5 +1,6 @@
-"""METRICS decision 8: the batched probes (`run_probes` + `selector_results`) give every selector the status the
-upstream per-selector method gives, on real containers of the demo task, in states where batching could differ."""
+"""METRICS decision 8: the harness's probes (batched, each pytest process in a fresh isolated container) give every
+selector the status the upstream per-selector method gives in a plain container, on real containers of the demo
+task, in states where batching or isolation could differ."""
 
 from __future__ import annotations
 
@@ -8,20 +9,30 @@ from typing import Iterator
 
 import pytest
 
+from asyncodebench.evaluation import Settings, Workbench
 from asyncodebench.metrics import DependencyPoint
-from asyncodebench.probes import run_probes, selector_results
+from asyncodebench.probes import selector_results
 from asyncodebench.rows import load_published
-from asyncodebench.sandbox import Limits, Sandbox, docker_client
+from asyncodebench.sandbox import Limits, docker_client, remove_run_containers
 from asyncodebench.spec import TaskSpec
-from asyncodebench.workspace import IO_DIR
 from conftest import DEMO_DIR, DEMO_TASK_ID, DemoDataset
-from per_selector import per_selector_results
+from per_selector import ReferenceBox
 
 pytestmark = pytest.mark.docker
 
 PROBE_TIMEOUT = 20
 PATCHES = DEMO_DIR / "patches"
 MISSING_SELECTORS = ("tests/test_core.py::test_does_not_exist", "tests/test_nowhere.py::test_x")
+RUN_ID = "probe-equivalence"
+BROKEN_API_IMPORT = """\
+--- a/tests/test_api.py
++++ b/tests/test_api.py
+@@ -1,3 +1,4 @@
++import module_that_does_not_exist
+ import pytest
+ 
+ from minicache.api import memoize
+"""
 MEMORY_HOG = """\
 --- a/minicache/core.py
 +++ b/minicache/core.py
@@ -43,26 +54,28 @@ def spec(demo_dataset: DemoDataset) -> TaskSpec:
 
 
 @pytest.fixture(scope="module")
-def box(spec: TaskSpec) -> Iterator[Sandbox]:
-    with Sandbox(docker_client(), spec.pinned_ref, "probe-equivalence", Limits(memory="512m"), spec.workdir) as box:
-        box.exec(f"mkdir -p {IO_DIR}", 60)  # run_probes writes there; evaluate_patch creates it first
+def box(spec: TaskSpec) -> Iterator[ReferenceBox]:
+    with ReferenceBox(docker_client(), spec, memory="512m") as box:
         yield box
 
 
-def set_state(box: Sandbox, spec: TaskSpec, patch: bytes = b"", after: str = "true") -> None:
-    """Reset the checkout to the base commit, apply `patch`, then run the shell command `after`."""
-    box.write_files({"state.diff": patch}, "/tmp")
-    script = (f"git reset -q --hard {spec.base_revision} && git clean -qfdx && "
-              f"{{ [ ! -s /tmp/state.diff ] || git apply /tmp/state.diff; }} && {after}")
-    done = box.exec(script, 60)
-    assert done.exit_code == 0, done.output.decode(errors="replace")
+def compare(box: ReferenceBox, spec: TaskSpec, patch: bytes,
+            after: str = "true") -> tuple[dict[str, str], dict[str, str], str]:
+    """(harness statuses, upstream per-selector statuses, probe mode) of a state.
 
-
-def compare(box: Sandbox, spec: TaskSpec) -> tuple[dict[str, str], dict[str, str], str]:
-    """(batched statuses, per-selector statuses, probe mode) of the current workspace state."""
-    run = run_probes(box, spec, PROBE_TIMEOUT)
+    The upstream side gets the state with `git apply` and the shell command `after`; the harness gets `patch`
+    (plus, for `after`, the same change as a patch of its own when the test needs one).
+    """
+    client = docker_client()
+    bench = Workbench.open(client, spec, RUN_ID, Settings(probe_timeout=PROBE_TIMEOUT, limits=Limits(memory="512m")),
+                           {})
+    try:
+        _, run = bench.probe(patch)
+    finally:
+        remove_run_containers(client, RUN_ID)
     batched = {s: r.status for s, r in selector_results(run, spec.selectors).items()}
-    reference = {s: r.status for s, r in per_selector_results(box, spec, PROBE_TIMEOUT).items()}
+    box.set_state(patch, after)
+    reference = {s: r.status for s, r in box.per_selector_results(PROBE_TIMEOUT, spec.selectors).items()}
     return batched, reference, run.mode
 
 
@@ -72,38 +85,37 @@ def compare(box: Sandbox, spec: TaskSpec) -> tuple[dict[str, str], dict[str, str
     ("gold.patch", {"passed"}),
     ("syntax_error.patch", {"not_collected", "passed", "failed"}),
 ], ids=["base", "partial", "gold", "syntax-error"])
-def test_batched_statuses_equal_per_selector_statuses(box: Sandbox, spec: TaskSpec, patch: str,
+def test_batched_statuses_equal_per_selector_statuses(box: ReferenceBox, spec: TaskSpec, patch: str,
                                                       expected: set[str]) -> None:
-    set_state(box, spec, (PATCHES / patch).read_bytes() if patch else b"")
-    batched, reference, _ = compare(box, spec)
+    batched, reference, _ = compare(box, spec, (PATCHES / patch).read_bytes() if patch else b"")
     assert batched == reference
     assert set(reference.values()) <= expected and len(reference) == 15
 
 
-def test_a_probe_module_that_fails_to_import_gives_the_same_statuses(box: Sandbox, spec: TaskSpec) -> None:
-    """tests/test_api.py cannot be imported; test_core.py's selectors still pass in the shared run."""
-    set_state(box, spec, (PATCHES / "gold.patch").read_bytes(),
-              after="sed -i '1i import module_that_does_not_exist' tests/test_api.py")
-    batched, reference, _ = compare(box, spec)
+def test_a_probe_module_that_fails_to_import_gives_the_same_statuses(box: ReferenceBox, spec: TaskSpec) -> None:
+    """tests/test_api.py cannot be imported; test_core.py's selectors still pass in the shared run. (A patch may not
+    edit test files, so the harness side gets the broken module through a test target of a variant spec.)"""
+    gold = (PATCHES / "gold.patch").read_bytes()
+    unprotected = dataclasses.replace(spec, protected_paths=(), test_targets=("tests/test_core.py",))
+    batched, reference, _ = compare(box, unprotected, gold + BROKEN_API_IMPORT.encode(),
+                                    after="true")
     assert batched == reference
     assert {reference[s] for s in spec.selectors if s.startswith("tests/test_api.py")} == {"not_collected"}
     assert {reference[s] for s in spec.selectors if s.startswith("tests/test_core.py")} == {"passed"}
 
 
-def test_a_selector_naming_no_test_gives_the_same_statuses(box: Sandbox, spec: TaskSpec) -> None:
+def test_a_selector_naming_no_test_gives_the_same_statuses(box: ReferenceBox, spec: TaskSpec) -> None:
     """pytest stops with a usage error on an unknown node id, so the batch cannot stand for the others."""
     extra = DependencyPoint("demo.missing_probes", "core_agent", "api_agent", (), (), MISSING_SELECTORS, (),
                             MISSING_SELECTORS, "", ("ADPR",))
     with_missing = dataclasses.replace(spec, dependencies=spec.dependencies + (extra,))
-    set_state(box, with_missing, (PATCHES / "gold.patch").read_bytes())
-    batched, reference, mode = compare(box, with_missing)
+    batched, reference, mode = compare(box, with_missing, (PATCHES / "gold.patch").read_bytes())
     assert batched == reference and mode == "per_selector"
     assert [reference[s] for s in MISSING_SELECTORS] == ["not_collected", "not_collected"]
     assert {reference[s] for s in spec.selectors} == {"passed"}
 
 
-def test_a_probe_killed_for_memory_is_not_collected_as_per_selector(box: Sandbox, spec: TaskSpec) -> None:
-    set_state(box, spec, MEMORY_HOG.encode())
-    batched, reference, _ = compare(box, spec)
+def test_a_probe_killed_for_memory_is_not_collected_as_per_selector(box: ReferenceBox, spec: TaskSpec) -> None:
+    batched, reference, _ = compare(box, spec, MEMORY_HOG.encode())
     assert "not_collected" in reference.values()
     assert batched == reference

@@ -1,7 +1,8 @@
 """Integrate specialists' patches inside the task container, in dependency order, and export every state.
 
-Runs before any evaluated code, with the task's interpreter (standard library only). Reads `<io>/integrate.json`:
-base revision, overlays, the agents in merge order with their patch file, whether the host accepted the patch's
+Runs on the trusted side (root) in a container where no evaluated code ever runs, with the task's interpreter
+(standard library only). Reads `<io>/prepare.json` (work tree, base revision, overlays, git settings) and
+`<io>/integrate.json`: the agents in merge order with their patch file, whether the host accepted the patch's
 scope, and whether agents work on the integrated state (serial) or privately on the base. Writes
 `<io>/integrated.json`: per agent the merge status and strategy, and the cumulative diff (against the canonical
 base) of its agent workspace and of the integrated workspace after its merge.
@@ -11,7 +12,13 @@ import json
 import os
 import sys
 
-from prepare import apply_overlays, git, reset_to_base
+from prepare import Config, canonical_state, copy_image_tree, git as git_with
+
+CFG = None
+
+
+def git(*args, **kwargs):
+    return git_with(CFG, *args, **kwargs)
 
 
 def state_diff(canonical, ref):
@@ -20,7 +27,7 @@ def state_diff(canonical, ref):
 
 def commit_state(message):
     git("add", "-A")
-    git("commit", "-q", "--allow-empty", "-m", message)
+    git("commit", "-q", "--no-verify", "--allow-empty", "-m", message)
     return git("rev-parse", "HEAD")[1].strip()
 
 
@@ -66,12 +73,15 @@ def integrate_agent(agent, canonical, integrated, serial):
 
 
 def main():
+    global CFG
     io_dir = sys.argv[1]
+    with open(os.path.join(io_dir, "prepare.json")) as handle:
+        CFG = Config(json.load(handle))
     with open(os.path.join(io_dir, "integrate.json")) as handle:
         cfg = json.load(handle)
-    os.chdir(cfg["workdir"])
-    reset_to_base(cfg["base_revision"])
-    canonical = apply_overlays(cfg["overlays"])
+    copy_image_tree(CFG.base_dir, CFG.workdir)
+    os.chdir(CFG.workdir)
+    canonical = canonical_state(CFG)
     integrated, agents = canonical, []
     for agent in cfg["agents"]:
         record, integrated = integrate_agent(agent, canonical, integrated, cfg["serial"])

@@ -1,0 +1,88 @@
+"""The base state of each task, measured once per run and image (METRICS decision 9).
+
+The evaluator runs on the base state (overlays applied, no patch) exactly as on a prediction. Its skipped + xfailed
+count and its total are the floor every prediction of the task is held to, and its counts are compared with the
+task's recorded initial counts: a difference is an image problem, reported with the run, not a model failure.
+The record is kept in the run folder (`baselines/<task>.json`), so resuming and rescoring use the same floor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from asyncodebench import store
+from asyncodebench.evaluation import Workbench
+from asyncodebench.grading import Baseline, normalize_report
+from asyncodebench.spec import COUNT_KEYS, TaskSpec
+
+
+def baseline_path(run_dir: Path, task_id: str) -> Path:
+    return run_dir / "baselines" / f"{task_id.replace(':', '__').replace('/', '_')}.json"
+
+
+def measure(bench: Workbench) -> dict[str, Any]:
+    """Run the evaluator on the base state; return the record kept with the run.
+
+    Raises:
+        SandboxUnavailableError: the container engine failed.
+    """
+    spec = bench.spec
+    _, run = bench.evaluate(b"")
+    report = run.report if run else None
+    normalized = normalize_report(report, run.exit_code if run else None, run.tail if run else "")
+    counts = None if normalized.synthetic_summary else {
+        "collected": normalized.total, "passed": normalized.passed, "failed": normalized.failed,
+        "errors": normalized.errors, "skipped": normalized.skipped, "xfailed": normalized.xfailed,
+    }
+    return {
+        "task_id": spec.task_id, "pinned_ref": spec.pinned_ref,
+        "exit_code": run.exit_code if run else None, "report_problem": run.report_problem if run else "missing",
+        "counts": counts, "recorded_initial_counts": list(spec.initial_counts),
+        "matches_recorded": _matches(counts, spec.initial_counts),
+    }
+
+
+def _matches(counts: dict[str, int] | None, recorded: tuple[dict[str, int], ...]) -> bool | None:
+    """Whether the measured counts equal one recorded snapshot; None when nothing was recorded."""
+    if not recorded:
+        return None
+    return counts is not None and any(all(counts[k] == snapshot[k] for k in COUNT_KEYS) for snapshot in recorded)
+
+
+def ensure(bench: Workbench, run_dir: Path) -> dict[str, Any]:
+    """The task's baseline record for this run: read when this image's was already measured, else measured."""
+    path = baseline_path(run_dir, bench.spec.task_id)
+    if path.exists():
+        record = store.read_json(path)
+        if record.get("pinned_ref") == bench.spec.pinned_ref:
+            return record
+    record = measure(bench)
+    store.write_json(path, record)
+    return record
+
+
+def load(run_dir: Path, spec: TaskSpec) -> Baseline | None:
+    """The floor of decision 9 for scoring (and rescoring); None when the run has no baseline for the task."""
+    path = baseline_path(run_dir, spec.task_id)
+    return from_record(store.read_json(path), spec) if path.exists() else None
+
+
+def from_record(record: dict[str, Any], spec: TaskSpec) -> Baseline | None:
+    counts = record.get("counts")
+    if counts:
+        return Baseline(counts["skipped"] + counts.get("xfailed", 0), counts["collected"], "base_run")
+    if spec.initial_counts:  # the base run gave no report: hold predictions to what the release recorded
+        snapshot = spec.initial_counts[0]
+        return Baseline(snapshot["skipped"], snapshot["collected"], "recorded_initial_counts")
+    return None
+
+
+def problem(record: dict[str, Any]) -> str | None:
+    """What is wrong with the image as its base run shows it, for the report; None when it agrees."""
+    if record.get("counts") is None:
+        return f"the base state's evaluator gave no usable report ({record.get('report_problem')})"
+    if record.get("matches_recorded") is False:
+        return (f"the base state's counts {record['counts']} differ from the recorded initial counts "
+                f"{record['recorded_initial_counts']}")
+    return None
