@@ -83,7 +83,12 @@ def _node(test: Mapping[str, Any]) -> dict[str, Any]:
         seconds = value.get("duration") if isinstance(value, Mapping) else None
         if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
             duration += float(seconds)
-    return {"nodeid": str(test.get("nodeid")), "outcome": str(test.get("outcome")), "duration": round(duration, 4)}
+    outcome = str(test.get("outcome"))
+    if outcome == "passed" and not isinstance(test.get("call"), Mapping):
+        # pytest-json-report calls a test "passed" when a KeyboardInterrupt ended it before its call phase was
+        # reported; a test whose body never finished has not passed.
+        outcome = "interrupted"
+    return {"nodeid": str(test.get("nodeid")), "outcome": outcome, "duration": round(duration, 4)}
 
 
 def _slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:

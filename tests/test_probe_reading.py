@@ -1,0 +1,19 @@
+"""Probe reports are the evaluated code's output: read defensively, and never credit a test that did not finish."""
+
+from __future__ import annotations
+
+from asyncodebench.probes import _node
+
+
+def test_a_test_without_a_call_phase_is_not_passed() -> None:
+    """What pytest-json-report writes for a test a KeyboardInterrupt ended: setup passed, no call phase."""
+    interrupted = {"nodeid": "tests/t.py::a", "outcome": "passed", "setup": {"duration": 0.1, "outcome": "passed"}}
+    assert _node(interrupted)["outcome"] == "interrupted"
+    finished = {**interrupted, "call": {"duration": 0.2, "outcome": "passed"}}
+    assert _node(finished) == {"nodeid": "tests/t.py::a", "outcome": "passed", "duration": 0.3}
+
+
+def test_malformed_stage_fields_do_not_break_reading() -> None:
+    weird = {"nodeid": "tests/t.py::b", "outcome": "failed", "setup": 5, "call": {"duration": "long"},
+             "teardown": {"duration": -3}}
+    assert _node(weird) == {"nodeid": "tests/t.py::b", "outcome": "failed", "duration": 0.0}
