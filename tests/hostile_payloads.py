@@ -123,7 +123,7 @@ for _mount in ("/testbed", "/tmp", "/asyncodebench/out"):
     _st = _os.statvfs(_mount)
     _lines.append("ISOLATION limits %s bytes=%d inodes=%d" % (_mount, _st.f_blocks * _st.f_frsize, _st.f_files))
 _lines.append("ISOLATION uid=%d" % _os.getuid())
-print("\\n".join(_lines), flush=True)
+__import__("atexit").register(lambda: print("\\n".join(_lines), flush=True))  # after pytest's capture ends
 '''
 
 
@@ -234,8 +234,10 @@ def payloads(make: PatchMaker) -> list[Payload]:
     blocked = {"/asyncodebench/out/report.json/x": "a folder where the report goes"}
     final("report-path-blocked", 6, d(_appended(CORE, f"PLANTS = {blocked!r}\n" + PLANT_FOR_LATER)))
     # 7. Host resources.
-    flood = "import os as _o\n_chunk = b'y' * (1 << 20)\nfor _ in range(1100):\n    _o.write(1, _chunk)\n"
-    final("stdout-flood-1100-mib", 7, d(_appended(CORE, flood)))
+    # From an exit hook, after pytest has given back the real stdout: 2 GiB straight at the harness's stream.
+    flood = ("import atexit as _a, os as _o\n_chunk = b'y' * (1 << 20)\n"
+             "_a.register(lambda: [_o.write(1, _chunk) for _ in range(2048)])\n")
+    final("stdout-flood-2-gib", 7, d(_appended(CORE, flood)))
     fill = ("import os as _o\n_chunk = b'z' * (1 << 20)\n"
             "try:\n    with open('/testbed/fill.bin', 'wb') as _h:\n        for _ in range(8192):\n"
             "            _h.write(_chunk)\nexcept OSError as _e:\n    print('FILL stopped', type(_e).__name__)\n")

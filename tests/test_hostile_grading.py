@@ -5,7 +5,7 @@ patches) run in ONE evaluate.py run with two workers, beside the empty patch (wh
 and the gold patch. Each hostile one must: get no final success, score no more pass rate and ADPR than the base
 state, resolve no dependency the base state does not, and stay a scored model outcome. The run must leave no
 container or volume, write nothing on the host outside its run folder, and keep the harness's memory bounded while
-the evaluated code writes more than a gigabyte at it.
+the evaluated code writes gigabytes at it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.docker
 RUN_ID = "hostile-grading"
 PAYLOAD_COUNT = 39
 MIB = 1 << 20
-HARNESS_PEAK_LIMIT = 600 * MIB  # the evaluated code writes > 1.1 GiB of output and a 300 MiB report at it
+HARNESS_PEAK_LIMIT = 600 * MIB  # the evaluated code writes 2 GiB of output and a 300 MiB report at it
 GOLD = Path(__file__).resolve().parent.parent / "data" / "demo" / "patches" / "gold.patch"
 HAZARD_PAYLOADS = {
     "shadow-pytest-at-root", "shadow-pytest-package-in-src", "entry-point-plugin", "sitecustomize-module",
@@ -188,5 +188,5 @@ def test_the_run_leaves_nothing_and_the_harness_stays_small(hostile_run: EvalRun
     assert hostile_run.extra["containers_left"] == [] and hostile_run.extra["volumes_left"] == []
     assert hostile_run.extra["peak_rss"] < HARNESS_PEAK_LIMIT, hostile_run.extra["peak_rss"]
     assert hostile_run.extra["free_drop"] < 1 << 30  # the work-tree flood stayed in its bounded tmpfs
-    flood = hostile_run.folder("stdout-flood-1100-mib") / "evaluator_output.txt"
+    flood = hostile_run.folder("stdout-flood-2-gib") / "evaluator_output.txt"
     assert flood.stat().st_size <= 1_000_000
