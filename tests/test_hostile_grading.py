@@ -143,7 +143,8 @@ def test_paths_that_leave_the_work_tree_are_refused(hostile_run: EvalRun) -> Non
     for name in UNSAFE_PAYLOADS:
         row = hostile_run.row(name)
         assert (row["patch_status"], row["outcome"]) == ("unsafe_paths", "model_failure:patch_unsafe_paths"), name
-    assert hostile_run.result("checkpoint-quoted-git-hook")["checkpoints"][0]["integrated_workspace_version"]
+    states = json.loads((hostile_run.folder("checkpoint-quoted-git-hook") / "states.json").read_text())
+    assert states[0]["preparation"]["patch_status"] == "unsafe_paths"
     assert hostile_run.extra["marker_exists"] is False
 
 
