@@ -94,6 +94,7 @@ def load_evidence(folder: Path) -> Evidence:
         report=read_json(report_path) if report_path.exists() else None,
         probes=_probes_from(read_json(folder / PROBES)), container_name=execution["container_name"],
         command=tuple(execution["command"]), states=states, integration=_integration(execution.get("integration")),
+        report_problem=execution.get("report_problem"),
     )
 
 

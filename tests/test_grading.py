@@ -269,3 +269,34 @@ def test_an_empty_selector_list_never_passes() -> None:
 def test_group_state_refuses_an_unprobed_selector() -> None:
     with pytest.raises(ValueError, match="probe every selector"):
         group_state(["a", "missing"], _results(a=True))
+
+
+# --- decision 9: the base state is the floor -------------------------------------------------------------------
+
+def _real(passed: int, failed: int, skipped: int = 0, xfailed: int = 0) -> dict:
+    total = passed + failed + skipped + xfailed
+    return {"summary": {"passed": passed, "failed": failed, "skipped": skipped, "xfailed": xfailed,
+                        "total": total, "collected": total}}
+
+
+def test_skips_beyond_the_base_state_block_final_success() -> None:
+    from asyncodebench.grading import Baseline
+
+    base = Baseline(skipped_or_xfailed=1, total=10, source="base_run")
+    inflated = normalize_report(_real(passed=2, failed=0, skipped=5, xfailed=3), 0, "")
+    graded = grade(inflated, 0, 10, base)
+    assert (graded.final_success, graded.outcome) == (False, "model_failure:integrity_skip_inflation")
+    assert graded.pass_rate == 0.2  # skips never count as passed
+    honest = normalize_report(_real(passed=9, failed=0, skipped=1), 0, "")
+    assert grade(honest, 0, 10, base).final_success is True
+
+
+def test_a_shrunk_collection_is_scored_against_the_base_total() -> None:
+    from asyncodebench.grading import Baseline
+
+    base = Baseline(skipped_or_xfailed=0, total=10, source="base_run")
+    shrunk = normalize_report(_real(passed=4, failed=0), 0, "")
+    graded = grade(shrunk, 0, None, base)
+    assert (graded.final_success, graded.outcome) == (False, "model_failure:integrity_collection_shrunk")
+    assert (graded.denominator, graded.pass_rate) == (10, 0.4)
+    assert grade(shrunk, 0, 12, base).denominator == 12  # the expected total, when larger, as for other reasons

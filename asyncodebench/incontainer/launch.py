@@ -37,9 +37,10 @@ def main():
     plugins = [importlib.import_module(module) for module in cfg["plugins"]]
 
     roots = cfg["import_roots"]
+    sys.path[:] = [entry for entry in sys.path if entry not in roots]  # e.g. added by an editable install's .pth
     site_index = next((i for i, entry in enumerate(sys.path) if entry.endswith(("site-packages", "dist-packages"))),
                       len(sys.path))
-    sys.path[site_index:site_index] = [r for r in roots if r not in sys.path]
+    sys.path[site_index:site_index] = roots
     os.environ["PYTHONPATH"] = os.pathsep.join(roots + [p for p in [cfg.get("image_pythonpath")] if p])
     sys.argv = [sys.argv[0]] + sys.argv[2:]
     code = pytest.main(sys.argv[1:], plugins=plugins + [guard(pytest)])

@@ -175,6 +175,17 @@ def put_back(cfg, ref, paths):
             shutil.rmtree(path)
         elif os.path.lexists(path):
             os.remove(path)
+            remove_empty_parents(path)
+
+
+def remove_empty_parents(path):
+    """Folders a removed file leaves empty would still import as namespace packages (`src/pytest/`)."""
+    parent = os.path.dirname(path)
+    if parent:
+        try:
+            os.removedirs(parent)
+        except OSError:  # not empty: the first folder that is not is kept, and so is every one above it
+            pass
 
 
 def escapes(cfg, path):
