@@ -195,6 +195,23 @@ def _parse_line(text: str) -> Mapping[str, Any]:
     return value
 
 
+def _text_lines(path: Path) -> list[str]:
+    """The file's lines as UTF-8 text; a leading byte-order mark (as Windows editors write) is not part of line 1.
+
+    Raises:
+        CheckpointFileError: the file is not UTF-8 text (binary data, another encoding), with where it stops being so.
+    """
+    raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise CheckpointFileError(
+            f"{path}, line {line}: not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); give the "
+            "dependency_probe_checkpoints.jsonl a run wrote (JSON lines)") from None
+    return text.splitlines()
+
+
 def load_checkpoint_file(path: str | Path, dependencies: Sequence[DependencyPoint]) -> list[CheckpointRecord]:
     """Read a recorded `dependency_probe_checkpoints.jsonl` and refuse it unless every metric can trust it.
 
@@ -207,7 +224,7 @@ def load_checkpoint_file(path: str | Path, dependencies: Sequence[DependencyPoin
     path = Path(path)
     records: list[CheckpointRecord] = []
     number = 0
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, text in enumerate(_text_lines(path), start=1):
         if not text.strip():
             continue
         try:

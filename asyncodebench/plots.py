@@ -31,7 +31,10 @@ def _mean_curves(curves: list[list[float]]) -> list[float]:
 
 
 def plot_resolution(predictions: list[dict[str, Any]], path: Path) -> Path | None:
-    """Write the PNG; None when no prediction has a dependency trace."""
+    """Write the PNG; None when no prediction has a dependency trace.
+
+    Labels are drawn as written: model names are user data, so `$...$` is never read as mathtext.
+    """
     curves = resolution_curves(predictions)
     if not curves:
         return None
@@ -40,20 +43,23 @@ def plot_resolution(predictions: list[dict[str, Any]], path: Path) -> Path | Non
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
-    styles = ["-", "--", "-.", ":"]
-    for i, (group, curve) in enumerate(curves.items()):
-        lift = 0.012 * (i - len(curves) / 2)  # keeps identical curves visible side by side
-        axes.plot(range(1, len(curve) + 1), [v + lift for v in curve], styles[i % len(styles)], marker="o",
-                  label=group)
-    axes.xaxis.get_major_locator().set_params(integer=True)
-    axes.set_xlabel("logical step (checkpoint)")
-    axes.set_ylabel("share of dependency points passing")
-    axes.set_ylim(-0.06, 1.06)
-    axes.set_title("Integrated dependency probes passing, by checkpoint step")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7, loc="lower right")
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        figure, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
+        try:
+            styles = ["-", "--", "-.", ":"]
+            for i, (group, curve) in enumerate(curves.items()):
+                lift = 0.012 * (i - len(curves) / 2)  # keeps identical curves visible side by side
+                axes.plot(range(1, len(curve) + 1), [v + lift for v in curve], styles[i % len(styles)], marker="o",
+                          label=group)
+            axes.xaxis.get_major_locator().set_params(integer=True)
+            axes.set_xlabel("logical step (checkpoint)")
+            axes.set_ylabel("share of dependency points passing")
+            axes.set_ylim(-0.06, 1.06)
+            axes.set_title("Integrated dependency probes passing, by checkpoint step")
+            axes.grid(alpha=0.3)
+            axes.legend(fontsize=7, loc="lower right")
+            figure.tight_layout()
+            figure.savefig(path)
+        finally:
+            plt.close(figure)
     return path

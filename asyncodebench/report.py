@@ -26,6 +26,7 @@ NOTES = [
     "tasks, micro pooled over dependency points.",
     "Infrastructure errors (daemon, image, overlay, harness) are reported apart and never scored.",
 ]
+NA = "n/a"
 METRIC_KEYS = {  # report field -> result field (per-prediction value averaged per task, then over tasks)
     "fsr": "final_success", "mean_pass_rate": "pass_rate", "mean_adpr": "adpr",
     "mean_drs_penalized": "drs_penalized_mean", "mean_dre": "dre_mean", "mean_cail_penalized": "cail_penalized_mean",
@@ -49,10 +50,18 @@ def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[d
         "line_problems": [{"line": p.line, "kind": p.kind, "message": p.message} for p in file.problems],
         "summary": summarize(results),
         "predictions": [prediction_row(r) for r in results],
-        "notes": NOTES,
+        "notes": NOTES + _unmeasured_notes(evaluated),
     }
     validator("report").validate(report)
     return report
+
+
+def _unmeasured_notes(evaluated: list[dict[str, Any]]) -> list[str]:
+    unmeasured = sum(r.get("adpr_numerator", 0) is None for r in evaluated)
+    if not unmeasured:
+        return []
+    return [f"Dependency probes were not run (--no-probes) for {unmeasured} of {len(evaluated)} evaluated predictions: "
+            "their ADPR, DRS, DRE, CAIL and unresolved counts are n/a (null) and left out of every mean."]
 
 
 def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +105,9 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                "tasks": len(by_task)}
         for name, key in METRIC_KEYS.items():
             row[name] = _estimate(_per_task(by_task, key))
-        points = sum(r["adpr_denominator"] for r in evaluated)
-        row["micro_adpr"] = sum(r["adpr_numerator"] for r in evaluated) / points if points else None
+        probed = [r for r in evaluated if r["adpr_numerator"] is not None]  # null: probes were not run
+        points = sum(r["adpr_denominator"] for r in probed)
+        row["micro_adpr"] = sum(r["adpr_numerator"] for r in probed) / points if points else None
         row.update(_integration_rates(evaluated))
         rows.append(row)
     return rows
@@ -133,7 +143,7 @@ def _estimate(values: list[float]) -> dict[str, Any]:
 def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True, missing: str = "unscored") -> str:
     if isinstance(estimate, dict):
         if estimate["mean"] is None:
-            return "unscored"
+            return missing
         scale = 100 if percent else 1
         return f"{estimate['mean'] * scale:.1f} [{estimate['ci_low'] * scale:.1f}, {estimate['ci_high'] * scale:.1f}]"
     if estimate is None or (isinstance(estimate, float) and math.isnan(estimate)):
@@ -149,8 +159,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     run, counts = report["run"], report["counts"]
     lines = [
         f"# AsynCodeBench evaluation `{run['run_id']}`", "",
-        f"Dataset `{run['dataset']['id']}` at `{run['dataset']['revision']}` "
-        f"(commit `{run['dataset']['resolved_commit'][:12]}`), asyncodebench {run['tool']['version']}, "
+        f"{dataset_source(run['dataset'])}; asyncodebench {run['tool']['version']}, "
         f"{run['started_at']} to {run['finished_at']}.", "",
         f"{counts['valid_predictions']} valid predictions: {counts['evaluated']} evaluated, "
         f"{counts['infrastructure_errors']} infrastructure errors, {counts['not_evaluated']} not evaluated; "
@@ -163,7 +172,8 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     for row in report["summary"]:
         lines.append(
             f"| {row['model_name_or_path']} | {row['protocol']} | {row['tasks']} | {_fmt(row['fsr'])} | "
-            f"{_fmt(row['mean_pass_rate'])} | {_fmt(row['mean_adpr'])} | {_fmt(row['micro_adpr'])} | "
+            f"{_fmt(row['mean_pass_rate'])} | {_fmt(row['mean_adpr'], missing=NA)} | "
+            f"{_fmt(row['micro_adpr'], missing=NA)} | "
             f"{row['infrastructure_errors']} |"
         )
     lines += [
@@ -176,8 +186,8 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     for row in report["summary"]:
         lines.append(
             f"| {row['model_name_or_path']} | {row['protocol']} | {_fmt(row['mean_checkpoint_count'], False)} | "
-            f"{_fmt(row['mean_drs_penalized'], False)} | {_fmt(row['mean_dre'])} | "
-            f"{_fmt(row['mean_cail_penalized'], False)} | {_fmt(row['mean_unresolved_dependencies'], False)} | "
+            f"{_fmt(row['mean_drs_penalized'], False, NA)} | {_fmt(row['mean_dre'], missing=NA)} | "
+            f"{_fmt(row['mean_cail_penalized'], False, NA)} | {_fmt(row['mean_unresolved_dependencies'], False, NA)} | "
             f"{_fmt(row['merge_conflict_rate'], missing='n/a')} | {_fmt(row['scope_violation_rate'], missing='n/a')} |"
         )
     lines += ["", "## Predictions", "",
@@ -190,10 +200,10 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
                          f"infrastructure: {error['kind']} | | | | |")
             continue
         guards = ", ".join(p["hazards_removed"] + p["restored_paths"]) or ""
+        adpr = NA if p["adpr_numerator"] is None else f"{p['adpr_numerator']}/{p['adpr_denominator']}"
         lines.append(
             f"| {p['line']} | {p['model_name_or_path']} | {p['protocol']} | {p['task_id']} | {p['outcome']} | "
-            f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | "
-            f"{p['adpr_numerator']}/{p['adpr_denominator']} | {guards} |"
+            f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | {adpr} | {guards} |"
         )
     lines += trace_tables(report["predictions"], plot)
     if report["line_problems"]:
@@ -205,6 +215,17 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"- line {p['line']} {p['task_id']}: {p['infrastructure_error']['message'][:500]}" for p in infra]
     lines += ["", "## Notes", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def dataset_source(dataset: dict[str, Any]) -> str:
+    """Where the rows came from, named as it is: a Hub id, its revision and the commit it resolved to; or a local
+    folder and the content digest of its Parquet files."""
+    if dataset.get("source") == "local_folder":
+        return (f"Dataset: local folder `{dataset['id']}` (content digest of its Parquet files "
+                f"`{dataset['content_sha256']}`)")
+    commit = dataset.get("resolved_commit")
+    resolved = f"resolved commit `{commit}`" if commit else "resolved commit unknown (offline: read from the cache)"
+    return f"Dataset: Hub `{dataset['id']}` at revision `{dataset['revision']}` ({resolved})"
 
 
 def trace_tables(predictions: list[dict[str, Any]], plot: str | None = None) -> list[str]:

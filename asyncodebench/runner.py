@@ -7,14 +7,14 @@ prediction -> container -> evidence -> result, all saved under the run folder; t
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import platform
+import shutil
 import sys
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,10 @@ from asyncodebench.overlays import OverlayError, OverlaySource
 from asyncodebench.patches import patch_bytes
 from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
 from asyncodebench.rows import PublishedRows, load_published
-from asyncodebench.sandbox import SandboxUnavailableError, docker_client, remove_run_containers, remove_run_volumes
+from asyncodebench.runfolder import SettingsChangedError, container_key, differences, read_settings, settings_record
+from asyncodebench.runfolder import write_settings
+from asyncodebench.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.sandbox import remove_run_volumes
 from asyncodebench.scoring import infrastructure_result, score
 from asyncodebench.spec import TaskSpec
 from asyncodebench import store
@@ -55,6 +58,12 @@ class RunConfig:
     @property
     def run_dir(self) -> Path:
         return self.output_dir / self.run_id
+
+    @property
+    def label(self) -> str:
+        """The key of this run folder's containers and volumes (label value, name part): never shared with a run of
+        the same id in another output folder. `run_id` stays the id users see."""
+        return container_key(self.run_dir, self.run_id)
 
     @property
     def overlay_source(self) -> OverlaySource:
@@ -94,6 +103,66 @@ def prepare_run(config: RunConfig) -> RunState:
     return RunState(published, specs, file, {}, now())
 
 
+def rescore_problem(config: RunConfig, state: RunState) -> str | None:
+    """Why `--rescore` has nothing to regrade in this run folder, or None when some prediction has saved evidence."""
+    if not config.run_dir.is_dir():
+        return (f"--rescore: there is no run folder {config.run_dir}; evaluate the predictions first (the same command "
+                "without --rescore), or give the --run-id and --output-dir of an earlier run")
+    folders = [config.run_dir / "predictions" / p.slug for p in state.file.predictions]
+    if not any((f / store.EXECUTION).exists() for f in folders):
+        return (f"--rescore: the run folder {config.run_dir} holds no evaluated prediction of {config.predictions}; "
+                "evaluate them first (the same command without --rescore)")
+    return None
+
+
+def claim_settings(config: RunConfig, state: RunState) -> RunConfig:
+    """Check the run folder's recorded settings against these (the caller holds the run lock); return the config to
+    run with.
+
+    A first start records the settings in `settings.json`. A later start with other dataset, probes, timeouts or
+    limits is refused (its results would mix settings while the report claims one set), unless `--force`, which
+    drops every earlier result and base-state measurement and records the new settings. `--rescore` regrades with
+    the recorded settings (it runs nothing), refusing only another dataset.
+
+    Raises:
+        SettingsChangedError: the settings differ; the message names each difference and how to proceed.
+    """
+    current = settings_record(state.published, config.settings)
+    recorded = read_settings(config.run_dir)
+    if recorded is None:
+        if not config.rescore:
+            write_settings(config.run_dir, current)
+        return config
+    changed = differences(recorded, current, include_evaluation=not config.rescore)
+    if changed and not config.rescore and not _has_results(config.run_dir):
+        changed = []  # nothing was made under the old settings (say, every prediction met a stopped daemon)
+    if config.rescore:
+        if changed:
+            raise SettingsChangedError(
+                f"--rescore: the results in {config.run_dir} were made with another dataset ({'; '.join(changed)}); "
+                "rescore with that dataset, or evaluate with this one under a new --run-id")
+        settings = Settings(recorded["timeout_seconds"], recorded["probe_timeout_seconds"], recorded["run_probes"],
+                            Limits(**recorded["limits"]))
+        return replace(config, settings=settings)
+    if changed and not config.force:
+        raise SettingsChangedError(
+            f"the run folder {config.run_dir} holds results made with other settings, which this run would mix with "
+            "new ones: " + "; ".join(changed) + ". Rerun with the original settings to resume, choose a new "
+            "--run-id, or add --force to re-evaluate everything with the new settings")
+    if changed:  # --force: nothing made under the old settings may count as finished or as a floor
+        for result in config.run_dir.glob("predictions/*/" + store.RESULT):
+            result.unlink()
+        shutil.rmtree(config.run_dir / "baselines", ignore_errors=True)
+    write_settings(config.run_dir, current)
+    return config
+
+
+def _has_results(run_dir: Path) -> bool:
+    """Whether anything in the run folder was made under its recorded settings: a scored result or a base state."""
+    return any(store.is_finished(f.parent) for f in run_dir.glob("predictions/*/" + store.RESULT)) or \
+        any(run_dir.glob("baselines/*.json"))
+
+
 def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[str, Any]]:
     """Evaluate (or rescore) every valid prediction; return the results in file order."""
     folders = {p.line: config.run_dir / "predictions" / p.slug for p in state.file.predictions}
@@ -117,7 +186,8 @@ def _rescore(config: RunConfig, state: RunState, folders: dict[int, Path]) -> No
         if (folder / store.EXECUTION).exists():
             spec = state.specs[prediction.task_id]
             floor = baseline.load(config.run_dir, spec)
-            _write_result(folder, score(spec, prediction, store.load_evidence(folder), floor))
+            result = score(spec, prediction, store.load_evidence(folder), floor)
+            _write_result(folder, without_unmeasured(result, config.settings))
 
 
 def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], progress: Any) -> None:
@@ -133,7 +203,7 @@ def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], 
         for prediction in pending:
             _write_result(folders[prediction.line], infrastructure_result(prediction, "docker_unavailable", str(exc)))
         return
-    remove_run_containers(client, config.run_id)  # leftovers of an interrupted run
+    remove_run_containers(client, config.label)  # leftovers of an interrupted run of this folder
     state.images.update(_check_images(client, config, state, {p.task_id for p in pending}))
     overlays = {task_id: _load_overlays(config, state.specs[task_id]) for task_id in {p.task_id for p in pending}}
     try:
@@ -142,7 +212,7 @@ def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], 
     finally:
         if not state.stopping.is_set():
             try:
-                remove_run_volumes(client, config.run_id)
+                remove_run_volumes(client, config.label)
             except Exception:  # the daemon went away; the next run of this id removes them
                 pass
 
@@ -154,7 +224,7 @@ def _measure_baselines(client: Any, config: RunConfig, state: RunState,
         if state.images[task_id].state != MATCH or isinstance(overlays[task_id], str):
             continue
         try:
-            bench = Workbench.open(client, state.specs[task_id], config.run_id, config.settings, overlays[task_id])
+            bench = Workbench.open(client, state.specs[task_id], config.label, config.settings, overlays[task_id])
             state.baselines[task_id] = baseline.ensure(bench, config.run_dir)
         except SandboxUnavailableError as exc:
             state.baselines[task_id] = f"the base state could not be evaluated: {exc}"
@@ -174,7 +244,7 @@ def _evaluate_pending(client: Any, config: RunConfig, state: RunState, folders: 
             state.stopping.set()
             for future in futures:
                 future.cancel()
-            remove_run_containers(client, config.run_id)  # running evaluations fail fast and record nothing
+            remove_run_containers(client, config.label)  # running evaluations fail fast and record nothing
             raise
 
 
@@ -220,7 +290,7 @@ def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: P
     if state.stopping.is_set():
         return
     try:
-        evidence = evaluate_patch(client, spec, final_patch, config.run_id, config.settings, task_overlays, states,
+        evidence = evaluate_patch(client, spec, final_patch, config.label, config.settings, task_overlays, states,
                                   agents)
     except SandboxUnavailableError as exc:
         if not state.stopping.is_set():  # an interrupted evaluation is simply redone on resume
@@ -232,7 +302,8 @@ def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: P
     if state.stopping.is_set():
         return
     store.save_evidence(folder, evidence)
-    _write_result(folder, score(spec, prediction, evidence, baseline.from_record(base, spec) if base else None))
+    result = score(spec, prediction, evidence, baseline.from_record(base, spec) if base else None)
+    _write_result(folder, without_unmeasured(result, config.settings))
 
 
 def work_of(spec: TaskSpec, prediction: Prediction) -> tuple[bytes, tuple[State, ...], Any]:
@@ -262,13 +333,41 @@ def _write_result(folder: Path, result: dict[str, Any]) -> None:
     store.write_json(folder / store.RESULT, result)
 
 
+UNMEASURED_NOTE = ("the dependency probes were not run (--no-probes): ADPR, DRS, DRE, CAIL and the unresolved count "
+                   "were not measured")
+_UNMEASURED_RUN_METRICS = ("final_pass_count", "adpr", "unresolved_count", "drs_penalized_mean", "dre_mean",
+                           "cail_penalized_mean")
+_UNMEASURED_DEPENDENCY = ("final_integrated_pass", "drs", "up", "down", "resolved", "drs_penalized", "dre", "cail_raw",
+                          "cail_penalized")
+
+
+def without_unmeasured(result: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """With probes off, a result shows its dependency metrics as not measured (null), not as 0 and T+1 penalties.
+
+    Scoring reads unrun probes as failing, which is right when probes were on but could not run (a patch that did
+    not apply scores 0 and stays in every mean) and says nothing when no probe was meant to run. Reports leave the
+    nulls out of every mean.
+    """
+    if settings.run_probes or result.get("status") != "evaluated":
+        return result
+    result = {**result, "adpr": None, "adpr_numerator": None, "dependency_trace": {},
+              "dependencies": [{**d, "integrated_pass": None} for d in result["dependencies"]],
+              "metrics_not_measured": UNMEASURED_NOTE}
+    metrics = {**result["run_metrics"], **{k: None for k in _UNMEASURED_RUN_METRICS}}
+    metrics["dependencies"] = [{**d, **{k: None for k in _UNMEASURED_DEPENDENCY if k in d}}
+                               for d in metrics.get("dependencies", [])]
+    result["run_metrics"] = metrics
+    return result
+
+
 def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
     """Who ran what against which data: enough to reproduce or audit the run."""
     return {
         "run_id": config.run_id,
+        "run_folder": str(config.run_dir.resolve()),
+        "container_label": config.label,
         "tool": {"name": "asyncodebench", "version": __version__, "python": platform.python_version()},
-        "dataset": {"id": state.published.dataset, "revision": state.published.revision,
-                    "resolved_commit": state.published.resolved_commit},
+        "dataset": state.published.describe(),
         "predictions_file": {"path": state.file.path, "sha256": state.file.sha256},
         "overlays": config.overlay_source.describe(),
         "settings": {"timeout_seconds": config.settings.timeout, "probe_timeout_seconds": config.settings.probe_timeout,

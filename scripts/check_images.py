@@ -12,8 +12,8 @@ digest: it will be refused, never run), `missing` (not on this machine, or the r
 Exit codes:
   0  every image matches
   1  some image is mismatched or missing (run with --pull, or fix the registry)
-  2  bad arguments (unknown task, no such dataset)
-  3  the Docker daemon or a registry is unreachable
+  2  bad arguments (unknown task, no such dataset, a --timeout that is not above 0)
+  3  the Docker daemon, a registry or the Hub (for the default dataset) is unreachable
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import json
 import sys
 from typing import Any
 
+from asyncodebench import cli
 from asyncodebench.images import MATCH, UNREACHABLE, ImageStatus, local_status, pull, registry_status
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, load_published
+from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
 
 EXIT_OK, EXIT_NOT_MATCHING, EXIT_BAD_ARGUMENTS, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -37,7 +38,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--pull", action="store_true", help="pull images that do not match, by digest, then recheck")
     where.add_argument("--registry", action="store_true", help="ask each registry for its tag's digest; pull nothing")
-    parser.add_argument("--timeout", type=float, default=20, help="seconds to wait for a registry (with --registry)")
+    parser.add_argument("--timeout", type=cli.positive_seconds, default=20,
+                        help="seconds to wait for a registry (with --registry; above 0)")
     parser.add_argument("--json", action="store_true", help="print JSON for machines instead of a table")
     return parser.parse_args(argv)
 
@@ -89,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     mode = "registry" if args.registry else "pull" if args.pull else "local"
     try:
         published = load_published(args.dataset, args.revision)
+    except DatasetUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"mode": mode, "error": str(exc), "images": [], "exit_code": EXIT_UNREACHABLE}))
+        return EXIT_UNREACHABLE
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS

@@ -8,8 +8,14 @@ Every line is checked against schemas/prediction.schema.json; bad lines are repo
 skipped, the others evaluated. Rerunning a run id resumes it. Outputs go to <output-dir>/<run-id>/:
 report.json, report.md, summary.csv, predictions.csv, dependency_resolution.png, one folder per prediction.
 
-Exit codes: 0 every valid line evaluated; 1 some lines were invalid; 3 infrastructure errors (rerun the same
-run id once fixed); 2 bad arguments; 130 interrupted (Ctrl-C; rerun the same run id to resume).
+A run folder is held by one process at a time (a second one is refused), and keeps the settings its results were
+made with (settings.json): resuming with another dataset, probes, timeouts or limits is refused; --force
+re-evaluates everything with the new ones.
+
+Exit codes: 0 every valid line evaluated; 1 some lines were invalid, or the file holds no prediction; 2 bad
+arguments (also: the run folder is in use by another process, its settings differ, or --rescore finds nothing to
+regrade); 3 infrastructure errors (the Hub unreachable, the daemon, images, overlays: rerun the same run id once
+fixed); 130 interrupted (Ctrl-C; rerun the same run id to resume).
 """
 
 from __future__ import annotations
@@ -18,15 +24,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from asyncodebench import cli, store
 from asyncodebench.evaluation import Settings, new_run_id
 from asyncodebench.plots import plot_resolution
 from asyncodebench.report import build_report, csv_text, markdown
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION
-from asyncodebench.runner import RunConfig, prepare_run, run, run_metadata
+from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError
+from asyncodebench.runfolder import RunFolderBusyError, RunLock, SettingsChangedError
+from asyncodebench.runner import RunConfig, RunState, claim_settings, prepare_run, rescore_problem, run, run_metadata
 from asyncodebench.sandbox import Limits
-from asyncodebench import store
 
 PROTOCOLS = ["single", "serial_specialists", "async_private", "caid_manager", "async_manager"]
+EXIT_OK, EXIT_INVALID_LINES, EXIT_BAD_ARGUMENTS, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def parse_args(argv: list[str] | None) -> RunConfig:
@@ -34,15 +42,17 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     parser.add_argument("predictions", type=Path, help="JSONL (or a JSON list) of predictions")
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id, or a local published folder")
     parser.add_argument("--revision", default=DEFAULT_REVISION, help="Hub revision (tag, branch or commit)")
-    parser.add_argument("--run-id", default=None, help="names the run folder; reuse it to resume")
+    parser.add_argument("--run-id", type=cli.run_id, default=None,
+                        help="names the run folder (letters, digits, '.', '_', '-'); reuse it to resume")
     parser.add_argument("--output-dir", type=Path, default=Path("runs"))
-    parser.add_argument("--max-workers", type=int, default=1, help="predictions evaluated at once")
-    parser.add_argument("--timeout", type=int, default=900, help="evaluator limit in seconds (official: 900)")
-    parser.add_argument("--probe-timeout", type=int, default=60, help="per probe selector (official: 60)")
-    parser.add_argument("--no-probes", action="store_true", help="skip dependency probes (no ADPR)")
+    parser.add_argument("--max-workers", type=cli.positive_int, default=1, help="predictions evaluated at once")
+    cli.add_limit_arguments(parser)
+    parser.add_argument("--no-probes", action="store_true",
+                        help="skip dependency probes (ADPR, DRS, DRE, CAIL are then n/a)")
     parser.add_argument("--tasks", nargs="*", default=[], help="only these task ids")
     parser.add_argument("--protocol", choices=PROTOCOLS, default=None, help="protocol of lines that give none")
-    parser.add_argument("--force", action="store_true", help="redo predictions already finished in this run")
+    parser.add_argument("--force", action="store_true",
+                        help="redo predictions already finished in this run (and accept changed settings)")
     parser.add_argument("--rescore", action="store_true", help="regrade saved artifacts without containers")
     parser.add_argument("--pull", action="store_true", help="pull missing images by digest")
     parser.add_argument("--overlays-dir", type=Path, default=None,
@@ -51,16 +61,17 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     parser.add_argument("--overlays-url", default=None,
                         help="base URL the overlay patches are fetched from (default: $ASYNCODEBENCH_OVERLAYS_URL, "
                              "else the upstream repository at the pinned commit)")
-    parser.add_argument("--memory", default="4g", help="container memory limit (no swap)")
-    parser.add_argument("--cpus", type=float, default=1.0)
-    parser.add_argument("--pids", type=int, default=512, help="container process limit")
     args = parser.parse_args(argv)
-    if args.max_workers < 1 or args.timeout < 1 or args.probe_timeout < 1:
-        parser.error("--max-workers, --timeout and --probe-timeout must be positive")
     if args.rescore and not args.run_id:
         parser.error("--rescore needs the --run-id of the run to regrade")
     if not args.predictions.is_file():
         parser.error(f"{args.predictions} is not a file")
+    problem = cli.writable_folder_problem(args.output_dir)
+    run_dir = args.output_dir / args.run_id if args.run_id else None
+    if problem is None and run_dir is not None and run_dir.exists():
+        problem = cli.writable_folder_problem(run_dir)
+    if problem:
+        parser.error(f"--output-dir: {problem}; give a folder you can write in")
     settings = Settings(args.timeout, args.probe_timeout, not args.no_probes, Limits(args.memory, args.cpus, args.pids))
     return RunConfig(
         predictions=args.predictions, dataset=args.dataset, revision=args.revision,
@@ -70,15 +81,36 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     )
 
 
+def fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     try:
         state = prepare_run(config)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except DatasetUnavailableError as exc:
+        return fail(str(exc), EXIT_INFRASTRUCTURE)
+    except (ValueError, OSError) as exc:  # an unknown task, no such dataset folder, an unreadable file
+        return fail(str(exc), EXIT_BAD_ARGUMENTS)
     for problem in state.file.problems:
         print(f"{config.predictions}:{problem.line}: {problem.kind}: {problem.message}", file=sys.stderr)
+    if not state.file.predictions and not state.file.problems:
+        return fail(f"{config.predictions} holds no predictions, so there is nothing to evaluate; give a JSONL file "
+                    "with one prediction per line (or a JSON list of them)", EXIT_INVALID_LINES)
+    if config.rescore and (problem := rescore_problem(config, state)):
+        return fail(problem, EXIT_BAD_ARGUMENTS)
+    try:
+        with RunLock(config.run_dir):
+            config = claim_settings(config, state)
+            return evaluate(config, state)
+    except (RunFolderBusyError, SettingsChangedError) as exc:
+        return fail(str(exc), EXIT_BAD_ARGUMENTS)
+
+
+def evaluate(config: RunConfig, state: RunState) -> int:
+    """Run (or rescore) while holding the run folder; write the reports; the exit code."""
     from tqdm import tqdm
 
     print(f"run {config.run_id}: {len(state.file.predictions)} predictions -> {config.run_dir}", file=sys.stderr)
@@ -88,20 +120,28 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished predictions are saved and the run's containers removed; resume with "
               f"--run-id {config.run_id}", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     report = build_report(run_metadata(config, state), state.file, results)
+    # The reports first: the plot is an extra that must never cost them.
     store.write_json(config.run_dir / "report.json", report)
-    plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
-    store.write_atomic(config.run_dir / "report.md", markdown(report, plot.name if plot else None))
+    store.write_atomic(config.run_dir / "report.md", markdown(report))
     store.write_atomic(config.run_dir / "summary.csv", csv_text(report["summary"]))
     store.write_atomic(config.run_dir / "predictions.csv", csv_text(report["predictions"]))
+    plot = None
+    try:
+        plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
+    except Exception as exc:  # matplotlib, fonts, the disk: a warning, the reports stand
+        print(f"warning: the dependency resolution plot was not written ({type(exc).__name__}: "
+              f"{' '.join(str(exc).split())[:300]}); the reports are complete without it", file=sys.stderr)
+    if plot:
+        store.write_atomic(config.run_dir / "report.md", markdown(report, plot.name))
     print(markdown(report).split("## Predictions")[0])
     if state.skipped_finished:
         print(f"resumed: {state.skipped_finished} predictions were already finished in run {config.run_id}")
     print(f"report: {config.run_dir / 'report.md'} (JSON, CSV{', PNG' if plot else ''} beside it)")
     if report["counts"]["infrastructure_errors"] or report["counts"]["not_evaluated"]:
-        return 3
-    return 1 if state.file.problems else 0
+        return EXIT_INFRASTRUCTURE
+    return EXIT_INVALID_LINES if state.file.problems else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -5,10 +5,14 @@
 
 Reads a `dependency_probe_checkpoints.jsonl` in the upstream layout (METRICS 0.1), as written by the upstream
 harness or by `scripts/evaluate.py`, with the task's dependency rows, and prints T, ADPR, DRS, DRE, CAIL and the
-unresolved count, per dependency and per run. Files that are malformed, out of order, lack the final integrated
-checkpoint or miss selectors are refused with the line and the problem.
+unresolved count, per dependency and per run. Files that are malformed, not UTF-8 text, out of order, lack the final
+integrated checkpoint or miss selectors are refused with the line and the problem; a UTF-8 byte-order mark is fine.
 
-Exit codes: 0 scored; 1 the file was refused; 2 bad arguments.
+--dataset takes a Hub id or a published dataset folder: the one holding data/<config>/test-*.parquet (the kit's
+root, `.`) or that `data` folder itself.
+
+Exit codes: 0 scored; 1 the file was refused; 2 bad arguments (no such file, no such dataset or task); 3 the Hub
+(for a Hub dataset) is unreachable.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 from asyncodebench.checkpoints import CheckpointFileError, load_checkpoint_file
 from asyncodebench.metrics import DependencyPoint, RunMetrics, run_metrics
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, load_published
+from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
 
 
 def table(metrics: RunMetrics) -> str:
@@ -49,14 +53,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", type=Path, help="a dependency_probe_checkpoints.jsonl file")
     parser.add_argument("--task", required=True, help="the task id the file belongs to")
-    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id or local published folder")
+    parser.add_argument("--dataset", default=DEFAULT_DATASET,
+                        help="Hub id, or a local published folder (`.` in the kit, or its `data` folder)")
     parser.add_argument("--revision", default=DEFAULT_REVISION)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     args = parser.parse_args(argv)
-    rows = load_published(args.dataset, args.revision).rows
+    if not args.checkpoints.is_file():
+        parser.error(f"{args.checkpoints} is not a file; give a dependency_probe_checkpoints.jsonl")
+    try:
+        rows = load_published(args.dataset, args.revision).rows
+    except DatasetUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     dependencies = [DependencyPoint.from_row(r) for r in rows.dependencies if r["task_id"] == args.task]
     if not dependencies:
-        parser.error(f"the dataset has no dependency rows for task {args.task!r}")
+        known = sorted({r["task_id"] for r in rows.dependencies})
+        parser.error(f"the dataset has no dependency rows for task {args.task!r}; tasks with dependency rows: "
+                     f"{', '.join(known)}")
     try:
         checkpoints = load_checkpoint_file(args.checkpoints, dependencies)
     except (CheckpointFileError, OSError) as exc:

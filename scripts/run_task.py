@@ -11,8 +11,11 @@ the tail of the evaluator's output on stderr. Nothing is written to disk.
 Tasks with overlay patches fetch them from the upstream repository (cached; --overlays-url points elsewhere) or
 read them from a checkout given with --overlays-dir.
 
-Exit codes: 0 evaluated (whatever the score); 2 bad arguments; 3 infrastructure error (daemon unreachable, image
-missing or with another digest: see scripts/check_images.py; an overlay that cannot be had or does not match).
+With --no-probes the dependency metrics (ADPR, DRS, DRE, CAIL) are null: not measured.
+
+Exit codes: 0 evaluated (whatever the score); 2 bad arguments (including limits: --memory at least 64m, --pids at
+least 32, --cpus at least 0.01); 3 infrastructure error (the Hub unreachable, daemon unreachable, image missing or
+with another digest: see scripts/check_images.py; an overlay that cannot be had or does not match).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ import json
 import sys
 from pathlib import Path
 
+from asyncodebench import cli
 from asyncodebench.evaluation import Settings, evaluate_patch, new_run_id
 from asyncodebench.images import MATCH, local_status
 from asyncodebench.overlays import OverlayError, OverlaySource
 from asyncodebench.predictions import Prediction
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, load_published
+from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
+from asyncodebench.runner import without_unmeasured
 from asyncodebench.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.scoring import score
 from asyncodebench.spec import TaskSpec
@@ -40,9 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     state.add_argument("--base", action="store_true", help="evaluate the base state (no patch)")
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id, or a local published folder")
     parser.add_argument("--revision", default=DEFAULT_REVISION, help="Hub revision (tag, branch or commit)")
-    parser.add_argument("--timeout", type=int, default=900, help="evaluator limit in seconds (official: 900)")
-    parser.add_argument("--probe-timeout", type=int, default=60, help="per probe selector (official: 60)")
-    parser.add_argument("--no-probes", action="store_true", help="skip the dependency probes")
+    cli.add_limit_arguments(parser)
+    parser.add_argument("--no-probes", action="store_true", help="skip the dependency probes (metrics then null)")
     parser.add_argument("--show-output", action="store_true", help="print the evaluator output tail on stderr")
     parser.add_argument("--overlays-dir", type=Path, default=None,
                         help="checkout of the upstream AsynCodeBench repository: overlay patches are read from it "
@@ -50,14 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--overlays-url", default=None,
                         help="base URL the overlay patches are fetched from (default: $ASYNCODEBENCH_OVERLAYS_URL, "
                              "else the upstream repository at the pinned commit)")
-    parser.add_argument("--memory", default="4g")
-    parser.add_argument("--cpus", type=float, default=1.0)
-    parser.add_argument("--pids", type=int, default=512)
     args = parser.parse_args(argv)
     if args.patch is not None and not args.patch.is_file():
         parser.error(f"{args.patch} is not a file")
-    if args.timeout < 1 or args.probe_timeout < 1:
-        parser.error("--timeout and --probe-timeout must be positive")
     return args
 
 
@@ -65,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         published = load_published(args.dataset, args.revision)
+    except DatasetUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     prediction = Prediction(0, spec.task_id, "single", "run_task", None,
                             patch.decode("utf-8", errors="surrogateescape"), (), {}, {})
-    print(json.dumps(score(spec, prediction, evidence), indent=2, default=str))
+    print(json.dumps(without_unmeasured(score(spec, prediction, evidence), settings), indent=2, default=str))
     if args.show_output:
         print(evidence.output[-20_000:], file=sys.stderr)
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -128,11 +129,15 @@ def run_evaluate(predictions: list[dict[str, Any] | bytes] | Path, dataset: Path
 
 
 def run_containers(run_id: str, docker_host: str | None = None) -> list[str]:
-    """Ids of the containers (running or not) labelled with this run id."""
+    """Ids of the containers (running or not) of runs with this run id: labelled `<run id>-<8 hex>` (the key of one
+    run folder, as evaluate.py labels them) or exactly `<run id>` (scripts that label with the plain id)."""
     env = {**os.environ, **({"DOCKER_HOST": docker_host} if docker_host else {})}
-    done = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}={run_id}"], capture_output=True,
-                          text=True, check=True, env=env)
-    return done.stdout.split()
+    done = subprocess.run(["docker", "ps", "-a", "--filter", f"label={RUN_LABEL}",
+                           "--format", f'{{{{.ID}}}} {{{{.Label "{RUN_LABEL}"}}}}'],
+                          capture_output=True, text=True, check=True, env=env)
+    pattern = re.compile(re.escape(run_id) + r"(-[0-9a-f]{8})?")
+    return [line.split(" ", 1)[0] for line in done.stdout.splitlines()
+            if " " in line and pattern.fullmatch(line.split(" ", 1)[1])]
 
 
 def without_run_metadata(report: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from asyncodebench.runfolder import container_key
 from conftest import (FAST_FLAGS, DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, evaluate_command, example_predictions,
                       jsonl, prediction, run_evaluate, script_env, write_variant_dataset)
 
@@ -186,7 +187,9 @@ def daemon_death(own_daemon: Daemon, demo_dataset: DemoDataset, tmp_path_factory
     own_daemon.start()
     facts["resumed"] = run_evaluate(preds, demo_dataset.path, "dies", output_dir, *FAST_FLAGS,
                                     env={"DOCKER_HOST": own_daemon.host})
-    facts["containers_after"] = own_daemon.docker("ps", "-aq", "--filter", "label=org.asyncodebench.run_id=dies")
+    label = facts["resumed"].report["run"]["container_label"]  # `dies-<8 hex>`: this run folder's key
+    assert label == container_key(output_dir / "dies", "dies")
+    facts["containers_after"] = own_daemon.docker("ps", "-aq", "--filter", f"label=org.asyncodebench.run_id={label}")
     return facts
 
 

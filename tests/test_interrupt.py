@@ -29,8 +29,10 @@ def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoD
     preds = tmp_path / "preds.jsonl"
     preds.write_bytes(jsonl([examples["demo-gold"], examples["hostile-infinite-loop"]]))
     out = tmp_path / "runs"
-    command = evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--max-workers", "2", "--timeout", "120",
-                               "--probe-timeout", "10")
+    # The resume must use the same settings (a run folder keeps the ones its results were made with): 20 s keeps
+    # the infinite loop running well past the gold patch's end, and its probes take longer still.
+    flags = ("--timeout", "20", "--probe-timeout", "10")
+    command = evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--max-workers", "2", *flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     folders = out / "ctrlc" / "predictions"
@@ -45,8 +47,7 @@ def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoD
     (gold,) = folders.glob("demo-gold__*")
     before = (gold / "result.json").stat().st_mtime_ns
 
-    done = subprocess.run(evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--timeout", "5",
-                                           "--probe-timeout", "10"),
+    done = subprocess.run(evaluate_command(preds, demo_dataset.path, "ctrlc", out, *flags),
                           cwd=ROOT, env=script_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "1 predictions were already finished" in done.stdout

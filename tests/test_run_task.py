@@ -31,6 +31,7 @@ def test_base_without_probes_shows_the_evaluator_output(demo_dataset: DemoDatase
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert (result["tests_passed"], result["tests_denominator"], result["patch"]["status"]) == (7, 25, "empty")
+    assert (result["adpr"], result["run_metrics"]["drs_penalized_mean"]) == (None, None)  # not measured, not 0
     assert "18 failed, 7 passed" in done.stderr
 
 

@@ -1,0 +1,126 @@
+"""One run folder, one process, one set of settings.
+
+- `RunLock`: an OS lock (`flock`) on `<run folder>/run.lock`, held while a process evaluates or rescores the run; a
+  second process on the same folder is refused. The kernel releases it when the holder exits, even by `kill -9`.
+- `container_key`: the value of the run's container and volume label (and the key of its container names): the run
+  id plus a digest of the run folder's absolute path, so two runs with the same id in different output folders
+  never see, nor remove, each other's containers.
+- `settings.json`: the settings that produce results (dataset, probes, timeouts, limits), recorded when the run
+  first starts; a later start with other settings is refused with each difference named.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import os
+import socket
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from asyncodebench import store
+from asyncodebench.evaluation import Settings
+from asyncodebench.rows import LOCAL, PublishedRows
+
+LOCK, SETTINGS = "run.lock", "settings.json"
+SETTINGS_VERSION = 1
+
+
+class RunFolderBusyError(RuntimeError):
+    """Another process holds the run folder."""
+
+
+class SettingsChangedError(ValueError):
+    """The run folder's results were made with other settings than the ones given now."""
+
+
+def container_key(run_dir: Path, run_id: str) -> str:
+    """`<run id>-<8 hex>`: the label value and name key of this run folder's containers and volumes."""
+    return f"{run_id}-{hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:8]}"
+
+
+class RunLock:
+    """`with RunLock(run_dir):` holds the run folder for this process (creating it), or raises RunFolderBusyError."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 500).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise RunFolderBusyError(
+                f"the run folder {self.run_dir} is in use by {holder}; wait until it finishes (then rerun this "
+                "command to resume), or choose another --run-id or --output-dir") from None
+        os.ftruncate(fd, 0)
+        started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        os.write(fd, f"process {os.getpid()} on {socket.gethostname()} (since {started})\n".encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock; the file stays, so no other process races on it
+            self.fd = None
+
+
+def settings_record(published: PublishedRows, settings: Settings) -> dict[str, Any]:
+    """What decides a run's results, as `settings.json` keeps it."""
+    return {
+        "version": SETTINGS_VERSION,
+        "dataset": published.describe(),
+        "run_probes": settings.run_probes,
+        "timeout_seconds": settings.timeout,
+        "probe_timeout_seconds": settings.probe_timeout,
+        "limits": asdict(settings.limits),
+    }
+
+
+def read_settings(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / SETTINGS
+    return store.read_json(path) if path.exists() else None
+
+
+def write_settings(run_dir: Path, record: dict[str, Any]) -> None:
+    store.write_json(run_dir / SETTINGS, record)
+
+
+def differences(recorded: dict[str, Any], current: dict[str, Any], include_evaluation: bool = True) -> list[str]:
+    """Each setting that differs, as `what: was X, now Y`; the dataset compares by content (a local folder's
+    Parquet digest, a Hub dataset's id and resolved commit), not by path or tag name."""
+    found = []
+    was, now = recorded["dataset"], current["dataset"]
+    if _dataset_identity(was) != _dataset_identity(now):
+        found.append(f"dataset: was {_dataset_text(was)}, now {_dataset_text(now)}")
+    if not include_evaluation:
+        return found
+    if recorded["run_probes"] != current["run_probes"]:
+        onoff = {True: "on", False: "off (--no-probes)"}
+        found.append(f"probes: were {onoff[recorded['run_probes']]}, now {onoff[current['run_probes']]}")
+    for key, flag in (("timeout_seconds", "--timeout"), ("probe_timeout_seconds", "--probe-timeout")):
+        if recorded[key] != current[key]:
+            found.append(f"{flag}: was {recorded[key]}, now {current[key]}")
+    for key, value in recorded["limits"].items():
+        if current["limits"].get(key) != value:
+            found.append(f"limit {key}: was {value}, now {current['limits'].get(key)}")
+    return found
+
+
+def _dataset_identity(record: dict[str, Any]) -> tuple[Any, ...]:
+    if record["source"] == LOCAL:
+        return (LOCAL, record["content_sha256"])
+    return (record["source"], record["id"], record["resolved_commit"] or record["revision"])
+
+
+def _dataset_text(record: dict[str, Any]) -> str:
+    if record["source"] == LOCAL:
+        return f"local folder {record['id']} (content {record['content_sha256'][:19]})"
+    commit = record["resolved_commit"]
+    return f"{record['id']} at {record['revision']}" + (f" (commit {commit[:12]})" if commit else "")

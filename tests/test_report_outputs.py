@@ -1,0 +1,129 @@
+"""The run's outputs (issue 8): the reports never depend on the plot, labels are drawn as written, and metrics that
+were not measured (--no-probes) are n/a, never 0 or a penalty."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from asyncodebench.plots import plot_resolution
+from conftest import FAST_FLAGS, DemoDataset, EvalRun, example_predictions, prediction, run_evaluate
+
+pytestmark = pytest.mark.docker
+
+# Broken mathtext (crashed the plot after the whole evaluation) and valid mathtext (drawn as a formula, not as written).
+MATH_NAMES = ["$\\frac{$agent", "model $x^2$ v1"]
+NOT_APPLYING = ("diff --git a/minicache/core.py b/minicache/core.py\n--- a/minicache/core.py\n+++ b/minicache/core.py\n"
+                "@@ -1,3 +1,3 @@\n-this line is not in the file\n+nor is this one\n context that is not there\n")
+
+
+def gold() -> str:
+    return example_predictions()["demo-gold"]["model_patch"]
+
+
+def assert_outputs_complete(run: EvalRun) -> None:
+    for name in ("report.json", "report.md", "summary.csv", "predictions.csv"):
+        assert (run.run_dir / name).is_file(), name
+    assert "Traceback" not in run.stderr
+
+
+# --- 6. the plot ------------------------------------------------------------------------------------------------
+
+
+def test_model_names_with_dollar_signs_are_plotted_as_written(demo_dataset: DemoDataset,
+                                                             evaluate: Callable[..., EvalRun]) -> None:
+    run = evaluate([prediction(name, gold()) for name in MATH_NAMES] + [prediction("no-apply", NOT_APPLYING)],
+                   demo_dataset.path, *FAST_FLAGS, "--max-workers", "2")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_outputs_complete(run)
+    assert (run.run_dir / "dependency_resolution.png").stat().st_size > 1000
+    assert {r["model_name_or_path"] for r in csv.DictReader(io.StringIO((run.run_dir / "summary.csv").read_text()))} \
+        == {*MATH_NAMES, "no-apply"}
+    for name in MATH_NAMES:
+        assert run.row(name)["adpr"] == 1.0
+    # Probes on, but the patch never reached the code: measured as failing, scored 0 and kept in every mean.
+    no_apply = run.row("no-apply")
+    assert no_apply["patch_status"] == "failed" and (no_apply["adpr"], no_apply["adpr_numerator"]) == (0.0, 0)
+
+
+def test_the_legend_shows_the_labels_as_written(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.legend import Legend
+
+    drawn: list[list[tuple[str, bool]]] = []
+    original = Legend.draw
+
+    def spy(self, renderer):  # each legend text when drawn, and whether matplotlib reads it as mathtext
+        drawn.append([(text.get_text(), text.get_parse_math()) for text in self.get_texts()])
+        return original(self, renderer)
+
+    trace = {"dep": [{"integrated": False}, {"integrated": True}]}
+    predictions = [{"status": "evaluated", "model_name_or_path": name, "protocol": "single", "dependency_trace": trace}
+                   for name in MATH_NAMES]
+    Legend.draw = spy
+    try:
+        assert plot_resolution(predictions, tmp_path / "plot.png") == tmp_path / "plot.png"
+    finally:
+        Legend.draw = original
+        plt.close("all")
+    assert drawn and sorted(drawn[-1]) == sorted((f"{name} / single", False) for name in MATH_NAMES)
+
+
+def test_a_plot_that_cannot_be_written_is_a_warning_and_the_reports_are_complete(demo_dataset: DemoDataset,
+                                                                                 tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    (out / "plot-blocked" / "dependency_resolution.png").mkdir(parents=True)  # savefig cannot write over a folder
+    run = run_evaluate([prediction("m", gold())], demo_dataset.path, "plot-blocked", out, *FAST_FLAGS)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_outputs_complete(run)
+    (warning,) = [line for line in run.stderr.splitlines() if line.startswith("warning:")]
+    assert "plot was not written" in warning and "reports are complete" in warning
+    assert "## Predictions" in (run.run_dir / "report.md").read_text()
+    assert run.report["counts"]["evaluated"] == 1
+    assert "PNG" not in run.stdout.splitlines()[-1]
+
+
+# --- 10. --no-probes --------------------------------------------------------------------------------------------
+
+
+def test_without_probes_the_dependency_metrics_are_not_available_and_left_out_of_the_means(
+        demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun]) -> None:
+    run = evaluate([prediction("gold-unprobed", gold())], demo_dataset.path, *FAST_FLAGS, "--no-probes")
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = run.result("gold-unprobed")
+    assert result["final_success"] is True  # the evaluator did run
+    assert (result["adpr"], result["adpr_numerator"]) == (None, None) and result["adpr_denominator"] > 0
+    assert all(result["run_metrics"][k] is None for k in ("adpr", "final_pass_count", "unresolved_count",
+                                                          "drs_penalized_mean", "dre_mean", "cail_penalized_mean"))
+    assert all(d["integrated_pass"] is None for d in result["dependencies"])
+    assert "--no-probes" in result["metrics_not_measured"]
+    (summary,) = run.report["summary"]
+    assert summary["micro_adpr"] is None
+    for key in ("mean_adpr", "mean_drs_penalized", "mean_dre", "mean_cail_penalized", "mean_unresolved_dependencies"):
+        assert summary[key]["mean"] is None and summary[key]["n"] == 0, key
+    assert summary["fsr"]["mean"] == 1.0
+    markdown = (run.run_dir / "report.md").read_text()
+    (row,) = [line for line in markdown.splitlines() if line.startswith("| 1 | gold-unprobed |")]
+    assert "| n/a |" in row
+    (summary_row,) = [line for line in markdown.splitlines() if line.startswith("| gold-unprobed | single | 1 |")]
+    assert summary_row.count("n/a") == 2  # macro and micro ADPR
+    assert any("not run (--no-probes)" in note for note in run.report["notes"])
+    assert not (run.run_dir / "dependency_resolution.png").exists()  # no trace to draw
+
+
+def test_rescoring_a_run_without_probes_keeps_its_metrics_not_available(
+        demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun], tmp_path: Path) -> None:
+    """Rescoring uses the settings the results were made with, whatever its own flags say."""
+    run = evaluate([prediction("gold-unprobed", gold())], demo_dataset.path, *FAST_FLAGS, "--no-probes")
+    assert run.returncode == 0, run.stderr[-3000:]
+    rescored = evaluate(Path(f"{run.run_dir}.jsonl"), demo_dataset.path, "--rescore", run_id=run.run_dir.name,
+                        env={"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"})
+    assert rescored.returncode == 0, rescored.stderr[-3000:]
+    assert rescored.report["predictions"] == run.report["predictions"]
+    assert rescored.report["run"]["settings"]["run_probes"] is False
+    assert json.loads((run.folder("gold-unprobed") / "result.json").read_text())["adpr"] is None
