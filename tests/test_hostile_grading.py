@@ -72,15 +72,18 @@ def hostile_run(demo_dataset: DemoDataset, attack_suite: list[Payload],
     run = EvalRun(process.returncode, (out / "stdout").read_text(errors="replace"),
                   (out / "stderr").read_text(errors="replace"), out / RUN_ID,
                   json.loads(report_file.read_text()) if report_file.exists() else None)
-    run.extra.update(peak_rss=usage.ru_maxrss * 1024, containers_left=run_containers(RUN_ID), volumes_left=_run_volumes(RUN_ID),
+    label = run.report["run"]["container_label"] if run.report else RUN_ID
+    run.extra.update(peak_rss=usage.ru_maxrss * 1024, containers_left=run_containers(RUN_ID), label=label,
+                     volumes_left=_run_volumes(label),
                      marker_exists=Path(HOST_MARKER).exists(),
                      free_drop=free_before - shutil.disk_usage(
                          "/var/lib/docker" if Path("/var/lib/docker").exists() else "/").free)
     return run
 
 
-def _run_volumes(run_id: str) -> list[str]:
-    done = subprocess.run(["docker", "volume", "ls", "-q", "--filter", f"label=org.asyncodebench.run_id={run_id}"],
+def _run_volumes(label: str) -> list[str]:
+    """The volumes labelled with the run's container label (`<run id>-<8 hex>`, the key of its run folder)."""
+    done = subprocess.run(["docker", "volume", "ls", "-q", "--filter", f"label=org.asyncodebench.run_id={label}"],
                           capture_output=True, text=True, check=True)
     return done.stdout.split()
 
@@ -186,6 +189,7 @@ def test_evaluated_code_runs_unprivileged_on_a_read_only_bounded_filesystem(host
 
 def test_the_run_leaves_nothing_and_the_harness_stays_small(hostile_run: EvalRun) -> None:
     assert hostile_run.returncode == 0, hostile_run.stderr[-3000:]
+    assert hostile_run.extra["label"].startswith(f"{RUN_ID}-")  # the label the volumes were looked up by
     assert hostile_run.extra["containers_left"] == [] and hostile_run.extra["volumes_left"] == []
     assert hostile_run.extra["peak_rss"] < HARNESS_PEAK_LIMIT, hostile_run.extra["peak_rss"]
     assert hostile_run.extra["free_drop"] < 1 << 30  # the work-tree flood stayed in its bounded tmpfs
