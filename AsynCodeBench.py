@@ -19,9 +19,9 @@ from pathlib import Path
 
 import datasets
 
-from asyncodebench.build import CITATION, DESCRIPTION, HOMEPAGE, build_release
-from asyncodebench.features import CONFIG_DESCRIPTIONS, FEATURES
-from asyncodebench.validation import ID_FIELDS
+from asyncodebench.dataset.build import CITATION, DESCRIPTION, HOMEPAGE, build_release
+from asyncodebench.dataset.features import CONFIG_DESCRIPTIONS, FEATURES
+from asyncodebench.dataset.validation import ID_FIELDS
 
 SOURCES = Path(__file__).resolve().parent / "data"
 VERSION = datasets.Version("0.4.2")
@@ -69,6 +69,6 @@ class AsynCodeBench(datasets.GeneratorBasedBuilder):
 
 
 if __name__ == "__main__":
-    from asyncodebench.export import main
+    from asyncodebench.dataset.export import main
 
     main(AsynCodeBench)

@@ -58,7 +58,7 @@ def timed(action: Callable[[], None]) -> float:
 
 
 def bench_build(runs: int) -> list[float]:
-    from asyncodebench.export import export
+    from asyncodebench.dataset.export import export
 
     cls = builder_class()
     times = []
@@ -71,7 +71,7 @@ def bench_build(runs: int) -> list[float]:
 def bench_pandas(runs: int) -> list[float]:
     import pandas as pd
 
-    from asyncodebench.export import parquet_path
+    from asyncodebench.dataset.export import parquet_path
 
     return [timed(lambda: [pd.read_parquet(parquet_path(ROOT, c)) for c in CONFIGS]) for _ in range(runs)]
 
@@ -94,9 +94,9 @@ def bench_builder(runs: int) -> list[float]:
 
 def bench_hub(runs: int, work: Path) -> tuple[list[float], list[float]]:
     """Cold loads (each with a new, empty HF_HOME) and warm loads (reusing the HF_HOME of a previous load)."""
-    from asyncodebench import hub_mirror
-    from asyncodebench.publish import assemble
-    from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION
+    from asyncodebench.dataset import hub_mirror
+    from asyncodebench.dataset.publish import assemble
+    from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
     assemble(work / "hub")
     hub_mirror.commit_revision(work / "mirrors" / "datasets" / DEFAULT_DATASET, work / "hub", DEFAULT_REVISION)

@@ -23,10 +23,10 @@ GOLD = ROOT / "data" / "demo" / "patches" / "gold.patch"
 # The same call in both revisions: evaluate_patch(client, spec, patch, run_id, settings, overlays).
 ONE_ROUND = r"""
 import json, sys, time
-from asyncodebench.evaluation import Settings, evaluate_patch
-from asyncodebench.rows import load_published
-from asyncodebench.sandbox import docker_client, remove_run_containers
-from asyncodebench.spec import TaskSpec
+from asyncodebench.harness.evaluation import Settings, evaluate_patch
+from asyncodebench.dataset.rows import load_published
+from asyncodebench.harness.sandbox import docker_client, remove_run_containers
+from asyncodebench.harness.spec import TaskSpec
 rows = load_published(sys.argv[1]).rows
 spec = TaskSpec.from_rows(rows.tasks[0], rows.dependencies)
 client, patch, times = docker_client(), open(sys.argv[2], "rb").read(), {}

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from asyncodebench.demo_image import (
+    from asyncodebench.images.demo import (
         DEMO_TASK_YAML,
         REGISTRY_PORT_ENV,
         DemoImageError,

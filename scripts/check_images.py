@@ -24,8 +24,8 @@ import sys
 from typing import Any
 
 from asyncodebench import cli
-from asyncodebench.images import MATCH, UNREACHABLE, ImageStatus, local_status, pull, registry_status
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
+from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull, registry_status
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
 
 EXIT_OK, EXIT_NOT_MATCHING, EXIT_BAD_ARGUMENTS, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -52,7 +52,7 @@ def check(tasks: list[dict[str, Any]], mode: str, timeout: float) -> list[ImageS
     """
     if mode == "registry":
         return [registry_status(t["task_id"], t["container_image"], t["container_pinned_ref"], timeout) for t in tasks]
-    from asyncodebench.sandbox import docker_client
+    from asyncodebench.harness.sandbox import docker_client
 
     client = docker_client()
     statuses = []
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
     tasks = [t for t in tasks if not args.tasks or t["task_id"] in args.tasks]
-    from asyncodebench.sandbox import SandboxUnavailableError
+    from asyncodebench.harness.sandbox import SandboxUnavailableError
 
     try:
         statuses = check(tasks, mode, args.timeout)

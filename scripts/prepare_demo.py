@@ -12,9 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from asyncodebench.build import build_task_rows
-from asyncodebench.demo_image import DEMO_TASK_YAML, build, registry_port_from_env
-from asyncodebench.export import write_rows
+from asyncodebench.dataset.build import build_task_rows
+from asyncodebench.images.demo import DEMO_TASK_YAML, build, registry_port_from_env
+from asyncodebench.dataset.export import write_rows
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "data" / "protocols.yaml"
 

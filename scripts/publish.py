@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from asyncodebench.publish import assemble, upload
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION
+from asyncodebench.dataset.publish import assemble, upload
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,9 +23,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from asyncodebench.checkpoints import CheckpointFileError, load_checkpoint_file
-from asyncodebench.metrics import DependencyPoint, RunMetrics, run_metrics
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
+from asyncodebench.scoring.checkpoints import CheckpointFileError, load_checkpoint_file
+from asyncodebench.scoring.metrics import DependencyPoint, RunMetrics, run_metrics
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
 
 
 def table(metrics: RunMetrics) -> str:

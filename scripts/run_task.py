@@ -26,15 +26,15 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
-from asyncodebench.evaluation import Settings, evaluate_patch, new_run_id
-from asyncodebench.images import MATCH, local_status
-from asyncodebench.overlays import OverlayError, OverlaySource
-from asyncodebench.predictions import Prediction
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
-from asyncodebench.runner import without_unmeasured
-from asyncodebench.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
-from asyncodebench.scoring import score
-from asyncodebench.spec import TaskSpec
+from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_id
+from asyncodebench.images.digests import MATCH, local_status
+from asyncodebench.harness.overlays import OverlayError, OverlaySource
+from asyncodebench.run.predictions import Prediction
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
+from asyncodebench.run.runner import without_unmeasured
+from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.scoring.results import score
+from asyncodebench.harness.spec import TaskSpec
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

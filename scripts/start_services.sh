@@ -39,7 +39,7 @@ if [[ ! -x "$python" ]]; then
 fi
 PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
 import sys
-from asyncodebench.demo_image import DemoImageError, ensure_registry
+from asyncodebench.images.demo import DemoImageError, ensure_registry
 try:
     ensure_registry(int(sys.argv[1]))
 except DemoImageError as exc:

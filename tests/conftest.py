@@ -208,9 +208,9 @@ def services() -> None:
 
 def write_task_dataset(out_dir: Path, task_files: list[Path], digest: str | None = None) -> Path:
     """A published dataset folder made of the given task sources (the demo task or variants of it)."""
-    from asyncodebench.export import write_rows
-    from asyncodebench.sources import rows_from_task_files
-    from asyncodebench.validation import validate_rows
+    from asyncodebench.dataset.export import write_rows
+    from asyncodebench.dataset.sources import rows_from_task_files
+    from asyncodebench.dataset.validation import validate_rows
 
     rows = rows_from_task_files(task_files, PROTOCOLS_FILE, digest_override=digest)
     validate_rows(rows)
@@ -231,8 +231,8 @@ def write_variant_dataset(out_dir: Path, digest: str, variants: list[dict[str, A
     """
     from dataclasses import replace
 
-    from asyncodebench.build import build_task_rows
-    from asyncodebench.export import write_rows
+    from asyncodebench.dataset.build import build_task_rows
+    from asyncodebench.dataset.export import write_rows
 
     rows = build_task_rows(DEMO_DIR / "task.yaml", PROTOCOLS_FILE, digest=digest)
     tasks = []
@@ -247,9 +247,9 @@ def write_variant_dataset(out_dir: Path, digest: str, variants: list[dict[str, A
 @pytest.fixture(scope="session")
 def demo_dataset(services: None, tmp_path_factory: pytest.TempPathFactory) -> DemoDataset:
     """What scripts/prepare_demo.py does: build and push the demo image, write its rows pinned to the digest."""
-    from asyncodebench.build import build_task_rows
-    from asyncodebench.demo_image import DEMO_TASK_YAML, build, registry_port_from_env
-    from asyncodebench.export import write_rows
+    from asyncodebench.dataset.build import build_task_rows
+    from asyncodebench.images.demo import DEMO_TASK_YAML, build, registry_port_from_env
+    from asyncodebench.dataset.export import write_rows
 
     image = build(registry_port_from_env())
     out = tmp_path_factory.mktemp("demo-dataset")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.demo_image import DEMO_REPO, make_base_repo
+from asyncodebench.images.demo import DEMO_REPO, make_base_repo
 
 TASK_ID = "asyncodebench-demo:minicache"
 CORE = "minicache/core.py"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncodebench.checkpoints import (
+from asyncodebench.scoring.checkpoints import (
     CheckpointContext,
     CheckpointFileError,
     build_checkpoint_record,
@@ -17,8 +17,8 @@ from asyncodebench.checkpoints import (
     next_logical_step,
     probe_selectors,
 )
-from asyncodebench.grading import SelectorResult, selector_status
-from asyncodebench.metrics import DependencyPoint, run_metrics
+from asyncodebench.scoring.grading import SelectorResult, selector_status
+from asyncodebench.scoring.metrics import DependencyPoint, run_metrics
 
 DEPENDENCIES = [
     DependencyPoint.from_row({

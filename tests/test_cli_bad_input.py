@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from asyncodebench import cli
-from asyncodebench.checkpoints import CheckpointContext, build_checkpoint_record, probe_selectors
-from asyncodebench.grading import selector_status
-from asyncodebench.metrics import DependencyPoint
-from asyncodebench.report import dataset_source
-from asyncodebench.rows import load_published
+from asyncodebench.scoring.checkpoints import CheckpointContext, build_checkpoint_record, probe_selectors
+from asyncodebench.scoring.grading import selector_status
+from asyncodebench.scoring.metrics import DependencyPoint
+from asyncodebench.reports.report import dataset_source
+from asyncodebench.dataset.rows import load_published
 from conftest import DEMO_TASK_ID, ROOT, jsonl, prediction, script_env
 
 KIT_TASK = "asyncodebench:cachetools"  # a task of the kit's own published rows (data/<config>/*.parquet)

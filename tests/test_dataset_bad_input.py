@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from asyncodebench.export import PARQUET_NAME
-from asyncodebench.features import FEATURES
+from asyncodebench.dataset.export import PARQUET_NAME
+from asyncodebench.dataset.features import FEATURES
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHETOOLS = "tasks/cachetools.yaml"
@@ -138,8 +138,8 @@ def test_every_problem_is_reported_in_one_run(tmp_path: Path) -> None:
 
 
 def test_export_raises_source_error_and_leaves_the_output_folder_alone(tmp_path: Path) -> None:
-    from asyncodebench.export import export
-    from asyncodebench.problems import SourceError
+    from asyncodebench.dataset.export import export
+    from asyncodebench.dataset.problems import SourceError
 
     data, out = copy_sources(tmp_path), seeded_output(tmp_path)
     broken = break_source(data, DEFECTS["bad_digest"])

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from AsynCodeBench import AsynCodeBench
-from asyncodebench.export import PARQUET_NAME
-from asyncodebench.features import FEATURES
+from asyncodebench.dataset.export import PARQUET_NAME
+from asyncodebench.dataset.features import FEATURES
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS_FILE = ROOT / "tests" / "data" / "asyncodebench-v0.4-facts.json"  # provenance: tests/data/README.md

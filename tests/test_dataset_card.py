@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from AsynCodeBench import AsynCodeBench
-from asyncodebench.build import CITATION, HOMEPAGE
-from asyncodebench.citation import bibtex, read_cff
-from asyncodebench.export import PARQUET_NAME, split_front_matter
-from asyncodebench.features import FEATURES
-from asyncodebench.notices import OVERLAY_REPOSITORY
-from asyncodebench.publish import hub_files
+from asyncodebench.dataset.build import CITATION, HOMEPAGE
+from asyncodebench.dataset.citation import bibtex, read_cff
+from asyncodebench.dataset.export import PARQUET_NAME, split_front_matter
+from asyncodebench.dataset.features import FEATURES
+from asyncodebench.dataset.notices import OVERLAY_REPOSITORY
+from asyncodebench.dataset.publish import hub_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CARD = ROOT / "README.md"

@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from AsynCodeBench import AsynCodeBench
-from asyncodebench import hub_mirror
-from asyncodebench.export import PARQUET_NAME, split_front_matter, write_front_matter
-from asyncodebench.features import FEATURES
-from asyncodebench.publish import assemble
-from asyncodebench.rows import DEFAULT_DATASET
+from asyncodebench.dataset import hub_mirror
+from asyncodebench.dataset.export import PARQUET_NAME, split_front_matter, write_front_matter
+from asyncodebench.dataset.features import FEATURES
+from asyncodebench.dataset.publish import assemble
+from asyncodebench.dataset.rows import DEFAULT_DATASET
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED_ROWS = {"tasks": 19, "scenarios": 95, "dependencies": 52}
@@ -35,7 +35,7 @@ RELEASE_TAG, OTHER_TAG = "v0.4.2", "v0.4.1-test"
 HUB_LOADER = """
 import json, sys
 from datasets import load_dataset
-from asyncodebench.rows import load_published
+from asyncodebench.dataset.rows import load_published
 
 out_file, repo, configs, revisions = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4:]
 result = {}

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from asyncodebench import hub_mirror
-from asyncodebench.export import PARQUET_NAME
-from asyncodebench.features import FEATURES
-from asyncodebench.publish import assemble
-from asyncodebench.rows import DEFAULT_DATASET, DEFAULT_REVISION
+from asyncodebench.dataset import hub_mirror
+from asyncodebench.dataset.export import PARQUET_NAME
+from asyncodebench.dataset.features import FEATURES
+from asyncodebench.dataset.publish import assemble
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from range_proxy import ServedRange, serve_ranges  # tests/range_proxy.py
 
 pytestmark = pytest.mark.mirror

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from asyncodebench.integration import INTEGRATED_PROTOCOLS
+from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
 import yaml
 
-from asyncodebench import demo_image
-from asyncodebench.demo_image import DEMO_DIR, make_base_repo
+from asyncodebench.images import demo as demo_image
+from asyncodebench.images.demo import DEMO_DIR, make_base_repo
 
 TASK = yaml.safe_load((DEMO_DIR / "task.yaml").read_text())
 PATCHES = DEMO_DIR / "patches"

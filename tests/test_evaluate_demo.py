@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from asyncodebench.workspace import KILL_GRACE_SECONDS
+from asyncodebench.harness.workspace import KILL_GRACE_SECONDS
 
 from conftest import DEMO_DIR, DEMO_TASK_ID, EvalRun
 

@@ -23,7 +23,7 @@ from typing import Iterator
 
 import pytest
 
-from asyncodebench.demo_image import HOST_APT_SOURCES, cache_dir
+from asyncodebench.images.demo import HOST_APT_SOURCES, cache_dir
 
 pytestmark = [pytest.mark.fresh_debian, pytest.mark.docker]
 

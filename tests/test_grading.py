@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from asyncodebench.grading import (
+from asyncodebench.scoring.grading import (
     NormalizedReport,
     SelectorResult,
     grade,
@@ -280,7 +280,7 @@ def _real(passed: int, failed: int, skipped: int = 0, xfailed: int = 0) -> dict:
 
 
 def test_skips_beyond_the_base_state_block_final_success() -> None:
-    from asyncodebench.grading import Baseline
+    from asyncodebench.scoring.grading import Baseline
 
     base = Baseline(skipped_or_xfailed=1, total=10, source="base_run")
     inflated = normalize_report(_real(passed=2, failed=0, skipped=5, xfailed=3), 0, "")
@@ -292,7 +292,7 @@ def test_skips_beyond_the_base_state_block_final_success() -> None:
 
 
 def test_a_shrunk_collection_is_scored_against_the_base_total() -> None:
-    from asyncodebench.grading import Baseline
+    from asyncodebench.scoring.grading import Baseline
 
     base = Baseline(skipped_or_xfailed=0, total=10, source="base_run")
     shrunk = normalize_report(_real(passed=4, failed=0), 0, "")

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from asyncodebench.runfolder import container_key
+from asyncodebench.run.runfolder import container_key
 from conftest import (FAST_FLAGS, DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, evaluate_command, example_predictions,
                       jsonl, prediction, run_evaluate, script_env, write_variant_dataset)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from asyncodebench.integration import merge_order, plan_artifacts
-from asyncodebench.metrics import DependencyPoint
-from asyncodebench.patches import outside_scope, touched_paths
-from asyncodebench.spec import Agent, TaskSpec
+from asyncodebench.harness.integration import merge_order, plan_artifacts
+from asyncodebench.scoring.metrics import DependencyPoint
+from asyncodebench.harness.patches import outside_scope, touched_paths
+from asyncodebench.harness.spec import Agent, TaskSpec
 
 
 def dependency(producer: str, consumer: str) -> DependencyPoint:
@@ -51,7 +51,7 @@ def test_renames_and_unsafe_paths_are_seen_in_the_headers() -> None:
 def test_checkpoint_sequences_must_end_in_a_final_state(tmp_path) -> None:
     import json
 
-    from asyncodebench.predictions import read_predictions
+    from asyncodebench.run.predictions import read_predictions
 
     def line(model: str, kinds: list[str], patch: str | None = None) -> str:
         checkpoints = [{"checkpoint_type": k, "workspace_kind": "integrated_workspace", "patch": ""} for k in kinds]

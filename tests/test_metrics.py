@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncodebench.metrics import (
+from asyncodebench.scoring.metrics import (
     CheckpointRecord,
     DependencyOutcome,
     DependencyPoint,
@@ -24,7 +24,7 @@ from asyncodebench.metrics import (
     sad_proxy_candidates,
     sort_checkpoints,
 )
-from asyncodebench.sources import dependency_rows, read_yaml
+from asyncodebench.dataset.sources import dependency_rows, read_yaml
 
 AGENT, INTEGRATED = "agent_workspace", "integrated_workspace"
 

@@ -22,13 +22,13 @@ import jsonschema
 import pytest
 import yaml
 
-from asyncodebench import runner
-from asyncodebench.build import build_task_rows
-from asyncodebench.images import MATCH, ImageStatus
-from asyncodebench.overlays import UPSTREAM_COMMIT, UPSTREAM_REPOSITORY, URL_VARIABLE, OverlayError, OverlaySource
-from asyncodebench.predictions import Prediction
-from asyncodebench.runner import RunConfig, RunState
-from asyncodebench.spec import TaskSpec
+from asyncodebench.run import runner
+from asyncodebench.dataset.build import build_task_rows
+from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.harness.overlays import UPSTREAM_COMMIT, UPSTREAM_REPOSITORY, URL_VARIABLE, OverlayError, OverlaySource
+from asyncodebench.run.predictions import Prediction
+from asyncodebench.run.runner import RunConfig, RunState
+from asyncodebench.harness.spec import TaskSpec
 from conftest import DEMO_DIR, PROTOCOLS_FILE, ROOT, SCRIPTS, script_env, write_variant_dataset
 
 # The demo's overlay, as tests/test_overlays.py applies it in a container: one extra test file.

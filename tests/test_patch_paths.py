@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asyncodebench.patches import touched_paths
+from asyncodebench.harness.patches import touched_paths
 
 
 @pytest.mark.parametrize("header, path", [

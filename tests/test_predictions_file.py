@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from asyncodebench.predictions import read_predictions
+from asyncodebench.run.predictions import read_predictions
 from conftest import DEMO_TASK_ID, DemoDataset, EvalRun, jsonl, prediction
 
 TASKS = {DEMO_TASK_ID: {"core_agent", "api_agent"}}

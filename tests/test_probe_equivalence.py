@@ -9,12 +9,12 @@ from typing import Iterator
 
 import pytest
 
-from asyncodebench.evaluation import Settings, Workbench
-from asyncodebench.metrics import DependencyPoint
-from asyncodebench.probes import selector_results
-from asyncodebench.rows import load_published
-from asyncodebench.sandbox import Limits, docker_client, remove_run_containers
-from asyncodebench.spec import TaskSpec
+from asyncodebench.harness.evaluation import Settings, Workbench
+from asyncodebench.scoring.metrics import DependencyPoint
+from asyncodebench.harness.probes import selector_results
+from asyncodebench.dataset.rows import load_published
+from asyncodebench.harness.sandbox import Limits, docker_client, remove_run_containers
+from asyncodebench.harness.spec import TaskSpec
 from conftest import DEMO_DIR, DEMO_TASK_ID, DemoDataset
 from per_selector import ReferenceBox
 

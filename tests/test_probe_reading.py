@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asyncodebench.probes import _node
+from asyncodebench.harness.probes import _node
 
 
 def test_a_test_without_a_call_phase_is_not_passed() -> None:

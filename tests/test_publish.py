@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from asyncodebench.publish import assemble
+from asyncodebench.dataset.publish import assemble
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB_FILES = {

@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from asyncodebench.plots import plot_resolution
+from asyncodebench.reports.plots import plot_resolution
 from conftest import FAST_FLAGS, DemoDataset, EvalRun, example_predictions, prediction, run_evaluate
 
 pytestmark = pytest.mark.docker

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from asyncodebench.runfolder import container_key
+from asyncodebench.run.runfolder import container_key
 from conftest import (DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, evaluate_command, example_predictions, jsonl,
                       run_containers, run_evaluate, script_env, write_variant_dataset)
 

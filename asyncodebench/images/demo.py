@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEMO_DIR = PROJECT_ROOT / "data" / "demo"
 DEMO_REPO = DEMO_DIR / "repo"
 DEMO_TASK_YAML = DEMO_DIR / "task.yaml"

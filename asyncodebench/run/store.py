@@ -20,9 +20,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.evaluation import Evidence, Preparation, StateEvidence
-from asyncodebench.integration import AgentMerge, Integration
-from asyncodebench.probes import ProbeCall, ProbeRun
+from asyncodebench.harness.evaluation import Evidence, Preparation, StateEvidence
+from asyncodebench.harness.integration import AgentMerge, Integration
+from asyncodebench.harness.probes import ProbeCall, ProbeRun
 
 PATCH, EXECUTION, OUTPUT, REPORT, PROBES = "patch.diff", "execution.json", "evaluator_output.txt", "report.json", "probes.json"
 CHECKPOINTS, RESULT, RUN = "dependency_probe_checkpoints.jsonl", "result.json", "run.json"

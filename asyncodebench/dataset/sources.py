@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from asyncodebench.problems import Problem, SourceError
-from asyncodebench.statement import compose_statement
+from asyncodebench.dataset.problems import Problem, SourceError
+from asyncodebench.dataset.statement import compose_statement
 
 TASK_FIELDS = {
     "task_id", "source_task_id", "repo", "repository_url", "base_revision", "pull_request_url", "overlays",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from asyncodebench.checkpoints import probe_selectors
-from asyncodebench.metrics import DependencyPoint
+from asyncodebench.scoring.checkpoints import probe_selectors
+from asyncodebench.scoring.metrics import DependencyPoint
 
 # Options of pytest that take the next token as their value (METRICS section 1.1).
 VALUE_OPTIONS = {

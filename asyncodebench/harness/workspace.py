@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.sandbox import (
+from asyncodebench.harness.sandbox import (
     BASE_DIR, IO_DIR, OVERSIZED, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, Sandbox, SandboxUnavailableError,
 )
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.sources import Rows, load_release, read_yaml, rows_from_task_files
-from asyncodebench.validation import validate_rows
+from asyncodebench.dataset.sources import Rows, load_release, read_yaml, rows_from_task_files
+from asyncodebench.dataset.validation import validate_rows
 
 HOMEPAGE = "https://huggingface.co/datasets/PhilipZhang/AsynCodeBench"
 DESCRIPTION = (
     "AsynCodeBench evaluates coding agents under five execution protocols on 19 repository-level tasks, and measures "
     "whether and when the producer-consumer dependencies between agents were resolved."
 )
-# Rendered from CITATION.cff by asyncodebench.citation; tests/test_dataset_card.py checks the two agree.
+# Rendered from CITATION.cff by asyncodebench.dataset.citation; tests/test_dataset_card.py checks the two agree.
 CITATION = r"""@misc{asyncodebench2026,
   title        = {AsynCodeBench},
   author       = {{AsynCodeBench contributors}},

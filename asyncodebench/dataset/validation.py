@@ -14,10 +14,10 @@ from typing import Any
 
 import jsonschema
 
-from asyncodebench.problems import Problem, SourceError
-from asyncodebench.sources import Rows
+from asyncodebench.dataset.problems import Problem, SourceError
+from asyncodebench.dataset.sources import Rows
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 ROW_SCHEMAS = {"tasks": "task", "scenarios": "scenario", "dependencies": "dependency"}
 ID_FIELDS = {"tasks": "task_id", "scenarios": "scenario_id", "dependencies": "dependency_id"}
 # Row fields computed from other fields: when their source is invalid, only the source's problem is reported.

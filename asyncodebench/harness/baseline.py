@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from asyncodebench import store
-from asyncodebench.evaluation import Workbench
-from asyncodebench.grading import Baseline, normalize_report
-from asyncodebench.spec import COUNT_KEYS, TaskSpec
+from asyncodebench.run import store
+from asyncodebench.harness.evaluation import Workbench
+from asyncodebench.scoring.grading import Baseline, normalize_report
+from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
 
 
 def baseline_path(run_dir: Path, task_id: str) -> Path:

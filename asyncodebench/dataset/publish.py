@@ -11,10 +11,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncodebench.export import PARQUET_NAME
-from asyncodebench.features import FEATURES
+from asyncodebench.dataset.export import PARQUET_NAME
+from asyncodebench.dataset.features import FEATURES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL_FILES = ("README.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.cff")
 
 

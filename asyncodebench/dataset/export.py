@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 
-from asyncodebench.build import build_release, release_metadata
-from asyncodebench.features import FEATURES
-from asyncodebench.notices import NOTICES_NAME, render_notices
-from asyncodebench.problems import SourceError
+from asyncodebench.dataset.build import build_release, release_metadata
+from asyncodebench.dataset.features import FEATURES
+from asyncodebench.dataset.notices import NOTICES_NAME, render_notices
+from asyncodebench.dataset.problems import SourceError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PARQUET_NAME = "test-00000-of-00001.parquet"
 
 

@@ -2,7 +2,7 @@
 
 GitHub's "Cite this repository" reads `CITATION.cff`; the dataset card and the builder's `DatasetInfo.citation` carry
 BibTeX. Rendering the BibTeX from the CFF file (and testing that the copies equal the rendering) keeps the three from
-drifting apart: change `CITATION.cff`, then paste the new rendering (`python -m asyncodebench.citation`).
+drifting apart: change `CITATION.cff`, then paste the new rendering (`python -m asyncodebench.dataset.citation`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-CFF_PATH = Path(__file__).resolve().parent.parent / "CITATION.cff"
+CFF_PATH = Path(__file__).resolve().parents[2] / "CITATION.cff"
 
 
 def read_cff(path: Path = CFF_PATH) -> dict[str, Any]:

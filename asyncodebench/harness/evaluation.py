@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
-from asyncodebench.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
-from asyncodebench.patches import patch_bytes, touched_paths
-from asyncodebench.probes import ProbeRun, run_probes
-from asyncodebench.sandbox import IO_DIR, Limits, Sandbox, SandboxUnavailableError, base_volume
-from asyncodebench.spec import TaskSpec
-from asyncodebench.workspace import (
+from asyncodebench.harness.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
+from asyncodebench.harness.patches import patch_bytes, touched_paths
+from asyncodebench.harness.probes import ProbeRun, run_probes
+from asyncodebench.harness.sandbox import IO_DIR, Limits, Sandbox, SandboxUnavailableError, base_volume
+from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.harness.workspace import (
     Preparation, PytestRun, prepare, prepare_inputs, run_pytest, stopped_by_timeout,
 )
 

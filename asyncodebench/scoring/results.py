@@ -6,15 +6,15 @@ import datetime as dt
 from dataclasses import asdict
 from typing import Any
 
-from asyncodebench.checkpoints import CheckpointContext, build_checkpoint_record, record_to_checkpoint
-from asyncodebench.evaluation import Evidence
-from asyncodebench.integration import Integration
-from asyncodebench.grading import Baseline, grade, integrity_failure, normalize_report
-from asyncodebench.patches import outside_scope
-from asyncodebench.metrics import run_metrics, sad_proxy_candidates
-from asyncodebench.predictions import Prediction
-from asyncodebench.probes import ProbeRun, selector_results
-from asyncodebench.spec import TaskSpec
+from asyncodebench.scoring.checkpoints import CheckpointContext, build_checkpoint_record, record_to_checkpoint
+from asyncodebench.harness.evaluation import Evidence
+from asyncodebench.harness.integration import Integration
+from asyncodebench.scoring.grading import Baseline, grade, integrity_failure, normalize_report
+from asyncodebench.harness.patches import outside_scope
+from asyncodebench.scoring.metrics import run_metrics, sad_proxy_candidates
+from asyncodebench.run.predictions import Prediction
+from asyncodebench.harness.probes import ProbeRun, selector_results
+from asyncodebench.harness.spec import TaskSpec
 
 RESULT_SCHEMA_VERSION = "1.0"
 PATCH_FAILURE_KINDS = {"failed": "patch_did_not_apply", "unsafe_paths": "patch_unsafe_paths"}

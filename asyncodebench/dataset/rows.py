@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.features import FEATURES
-from asyncodebench.sources import Rows
+from asyncodebench.dataset.features import FEATURES
+from asyncodebench.dataset.sources import Rows
 
 DEFAULT_DATASET = "PhilipZhang/AsynCodeBench"
 DEFAULT_REVISION = "v0.4.2"

@@ -19,21 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench import __version__
-from asyncodebench import baseline
-from asyncodebench.evaluation import Settings, State, Workbench, evaluate_patch
-from asyncodebench.integration import INTEGRATED_PROTOCOLS, plan_artifacts
-from asyncodebench.images import MATCH, UNREACHABLE, ImageStatus, local_status, pull
-from asyncodebench.overlays import OverlayError, OverlaySource
-from asyncodebench.patches import patch_bytes
-from asyncodebench.predictions import Prediction, PredictionFile, read_predictions
-from asyncodebench.rows import PublishedRows, load_published
-from asyncodebench.runfolder import SettingsChangedError, container_key, differences, read_settings, settings_record
-from asyncodebench.runfolder import write_settings
-from asyncodebench.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
-from asyncodebench.sandbox import remove_run_volumes
-from asyncodebench.scoring import infrastructure_result, score
-from asyncodebench.spec import TaskSpec
-from asyncodebench import store
+from asyncodebench.harness import baseline
+from asyncodebench.harness.evaluation import Settings, State, Workbench, evaluate_patch
+from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS, plan_artifacts
+from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
+from asyncodebench.harness.overlays import OverlayError, OverlaySource
+from asyncodebench.harness.patches import patch_bytes
+from asyncodebench.run.predictions import Prediction, PredictionFile, read_predictions
+from asyncodebench.dataset.rows import PublishedRows, load_published
+from asyncodebench.run.runfolder import SettingsChangedError, container_key, differences, read_settings, settings_record
+from asyncodebench.run.runfolder import write_settings
+from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.harness.sandbox import remove_run_volumes
+from asyncodebench.scoring.results import infrastructure_result, score
+from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.run import store
 
 
 @dataclass(frozen=True)
