@@ -195,3 +195,16 @@ def test_the_run_leaves_nothing_and_the_harness_stays_small(hostile_run: EvalRun
     assert hostile_run.extra["free_drop"] < 1 << 30  # the work-tree flood stayed in its bounded tmpfs
     flood = hostile_run.folder("stdout-flood-2-gib") / "evaluator_output.txt"
     assert flood.stat().st_size <= 1_000_000
+
+
+def test_the_report_shows_integrity_and_scope_flags(hostile_run: EvalRun) -> None:
+    row = hostile_run.row("skip-unittest")
+    assert row["integrity_violation"] == "integrity_skip_inflation"
+    assert hostile_run.row("report-oversized")["report_problem"] == "oversized"
+    assert hostile_run.row("sitecustomize-module")["out_of_scope_paths"] == ["evil_plugin.py"]
+    assert hostile_run.row("conftest-at-root")["out_of_scope_paths"] == []  # removed as a hazard, not an edit
+    summary = {r["model_name_or_path"]: r for r in hostile_run.report["summary"]}
+    assert summary["skip-unittest"]["integrity_violations"] == 1
+    assert summary["honest-gold"]["integrity_violations"] == 0 and summary["honest-gold"]["out_of_scope_edits"] == 0
+    markdown = (hostile_run.run_dir / "report.md").read_text()
+    assert "integrity_skip_inflation" in markdown and "path(s) outside the writable paths" in markdown

@@ -21,7 +21,10 @@ REPORT_SCHEMA_VERSION = "1.0"
 NOTES = [
     "Pass rate = passed / expected total; a run that fails to collect, times out or whose patch does not apply "
     "scores 0 against the task's expected total and stays in every mean (the upstream aggregator drops such rows).",
-    "Final success = exit code 0, tests collected, no failures or errors, and a real (not synthetic) report.",
+    "Final success = exit code 0, tests collected, no failures or errors, a real (not synthetic) report, no more "
+    "skipped + xfailed tests than the task's base state in the same image and no fewer tests collected "
+    "(METRICS decision 9); a missing or unreadable report is a model outcome scored 0 (decision 10).",
+    "Edits outside the task's writable paths are flagged, not penalized: the tests are restored anyway.",
     "ADPR = share of the task's dependency points whose integrated probes all pass in the final state; macro over "
     "tasks, micro pooled over dependency points.",
     "Infrastructure errors (daemon, image, overlay, harness) are reported apart and never scored.",
@@ -77,6 +80,9 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "denominator_source": result["denominator_source"], "patch_status": result["patch"]["status"],
         "failure_kind": result["evaluator"]["failure_kind"], "hazards_removed": result["protection"]["hazards_removed"],
         "restored_paths": result["protection"]["restored_paths"],
+        "out_of_scope_paths": result["protection"].get("out_of_scope_paths", []),
+        "integrity_violation": (result.get("integrity") or {}).get("violation"),
+        "report_problem": (result.get("integrity") or {}).get("report_problem"),
         "adpr": result["adpr"], "adpr_numerator": result["adpr_numerator"],
         "adpr_denominator": result["adpr_denominator"],
         **{k: metrics.get(k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean", "cail_penalized_mean",
@@ -109,6 +115,8 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         points = sum(r["adpr_denominator"] for r in probed)
         row["micro_adpr"] = sum(r["adpr_numerator"] for r in probed) / points if points else None
         row.update(_integration_rates(evaluated))
+        row["integrity_violations"] = sum(bool(r["integrity_violation"]) for r in evaluated)
+        row["out_of_scope_edits"] = sum(bool(r["out_of_scope_paths"]) for r in evaluated)  # flagged, not penalized
         rows.append(row)
     return rows
 
@@ -151,6 +159,23 @@ def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True, missing:
     return f"{estimate * 100:.1f}" if percent else f"{estimate:.2f}"
 
 
+def _flags(row: dict[str, Any]) -> str:
+    """What the integrity rules and the scope check found for one prediction (scope edits are not penalized)."""
+    flags = [row["integrity_violation"]] if row.get("integrity_violation") else []
+    if row.get("report_problem") not in (None, "missing"):
+        flags.append(f"report {row['report_problem']}")
+    if row.get("out_of_scope_paths"):
+        flags.append(f"{len(row['out_of_scope_paths'])} path(s) outside the writable paths")
+    return ", ".join(flags)
+
+
+def _image_problems(run: dict[str, Any]) -> list[str]:
+    """The tasks whose base state in this image differs from the release's recorded counts (an image problem)."""
+    problems = [f"- `{task}`: {b['problem']}" for task, b in sorted((run.get("baselines") or {}).items())
+                if b.get("problem")]
+    return ["## Image problems", "", *problems, ""] if problems else []
+
+
 def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     """The report as people read it: summary first, then every prediction, then what was skipped.
 
@@ -164,6 +189,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
         f"{counts['valid_predictions']} valid predictions: {counts['evaluated']} evaluated, "
         f"{counts['infrastructure_errors']} infrastructure errors, {counts['not_evaluated']} not evaluated; "
         f"{counts['invalid_lines']} invalid lines skipped.", "",
+        *_image_problems(run),
         "## Summary", "",
         "Macro means over tasks with 95% bootstrap intervals; rates in percent.", "",
         "| model | protocol | tasks | FSR | pass rate | ADPR (macro) | ADPR (micro) | infra errors |",
@@ -191,19 +217,20 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{_fmt(row['merge_conflict_rate'], missing='n/a')} | {_fmt(row['scope_violation_rate'], missing='n/a')} |"
         )
     lines += ["", "## Predictions", "",
-              "| line | model | protocol | task | outcome | passed | pass rate | ADPR | removed / restored |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| line | model | protocol | task | outcome | passed | pass rate | ADPR | removed / restored | flags |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for p in report["predictions"]:
         if p["status"] != "evaluated":
             error = p["infrastructure_error"]
             lines.append(f"| {p['line']} | {p['model_name_or_path']} | {p['protocol']} | {p['task_id']} | "
-                         f"infrastructure: {error['kind']} | | | | |")
+                         f"infrastructure: {error['kind']} | | | | | |")
             continue
         guards = ", ".join(p["hazards_removed"] + p["restored_paths"]) or ""
         adpr = NA if p["adpr_numerator"] is None else f"{p['adpr_numerator']}/{p['adpr_denominator']}"
         lines.append(
             f"| {p['line']} | {p['model_name_or_path']} | {p['protocol']} | {p['task_id']} | {p['outcome']} | "
-            f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | {adpr} | {guards} |"
+            f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | {adpr} | {guards} | "
+            f"{_flags(p)} |"
         )
     lines += trace_tables(report["predictions"], plot)
     if report["line_problems"]:
