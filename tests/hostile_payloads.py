@@ -65,7 +65,7 @@ def _rewrite_forever(path):
                     handle.write({FAKE_REPORT!r} if target == path else "0\\n")
             except OSError:
                 pass
-        _time.sleep(0.02)
+        _time.sleep(0.001)
     _os._exit(0)
 
 

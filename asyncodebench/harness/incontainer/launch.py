@@ -49,11 +49,16 @@ def main():
 
 
 def guard(pytest):
-    """A plugin that ends every process the tests left behind before any plugin writes its report."""
+    """A plugin that ends every process the tests left behind before any plugin writes its report.
+
+    A hook wrapper, and the outermost one: pytest-json-report writes its report from a `tryfirst` implementation of
+    the same hook, which runs before any plain implementation, so only a wrapper is sure to run before it.
+    """
     class Guard(object):
-        @pytest.hookimpl(tryfirst=True)
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
         def pytest_sessionfinish(self):
             end_other_processes()
+            yield
     return Guard()
 
 
