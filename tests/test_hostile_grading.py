@@ -61,7 +61,7 @@ def hostile_run(demo_dataset: DemoDataset, attack_suite: list[Payload],
     preds.write_bytes(jsonl([prediction("honest-base", ""), prediction("honest-gold", GOLD.read_text()),
                              *(p.line for p in attack_suite)]))
     free_before = shutil.disk_usage("/var/lib/docker" if Path("/var/lib/docker").exists() else "/").free
-    argv = evaluate_command(preds, demo_dataset.path, RUN_ID, out, "--timeout", "60", "--probe-timeout", "20",
+    argv = evaluate_command(preds, demo_dataset.path, RUN_ID, out, "--timeout", "60", "--probe-timeout", "10",
                             "--max-workers", "2", "--memory", "1g", "--pids", "256")
     with open(out / "stdout", "wb") as stdout, open(out / "stderr", "wb") as stderr:
         process = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=script_env())
