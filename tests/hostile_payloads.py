@@ -203,7 +203,7 @@ def payloads(make: PatchMaker) -> list[Payload]:
                                                "src/pytest/__main__.py": FAKE_PYTEST}))
     dist_info = "evil_plugin-1.0.dist-info"
     final("entry-point-plugin", 2, d({**plugin_files,
-                                      f"{dist_info}/METADATA": "Metadata-Version: 2.1\nName: evil-plugin\nVersion: 1.0\n",
+                                      f"{dist_info}/METADATA": "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n",
                                       f"{dist_info}/entry_points.txt": "[pytest11]\nevil = evil_plugin\n"}))
     final("sitecustomize-module", 2, d({**plugin_files, "sitecustomize.py": STARTUP_ADDOPTS}))
     final("sitecustomize-package", 2, d({**plugin_files, "sitecustomize/__init__.py": STARTUP_ADDOPTS}))
