@@ -1,9 +1,12 @@
 """The run folder on disk: one folder per prediction with fixed file names, every file written atomically.
 
-    <output_dir>/<run_id>/run.json                       run metadata
+    <output_dir>/<run_id>/report.json, report.md, *.csv  the run report (its `run` part is the run's metadata)
+    <output_dir>/<run_id>/settings.json, run.lock        what produced the results; who holds the folder
+    <output_dir>/<run_id>/baselines/<task>.json          each task's base state in this image (decision 9)
     <output_dir>/<run_id>/predictions/<slug>/patch.diff  the predicted patch, as given
         execution.json   preparation and evaluator facts     evaluator_output.txt  last MB of output
-        report.json      the raw pytest-json-report          probes.json           raw probe runs                  states.json  intermediate checkpoint states
+        report.json      the raw pytest-json-report          probes.json           raw probe runs
+        states.json      intermediate checkpoint states
         dependency_probe_checkpoints.jsonl                    checkpoints in the upstream layout
         result.json      the graded result: present with status "evaluated" means finished
 
@@ -25,7 +28,7 @@ from asyncodebench.harness.integration import AgentMerge, Integration
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
 
 PATCH, EXECUTION, OUTPUT, REPORT, PROBES = "patch.diff", "execution.json", "evaluator_output.txt", "report.json", "probes.json"
-CHECKPOINTS, RESULT, RUN = "dependency_probe_checkpoints.jsonl", "result.json", "run.json"
+CHECKPOINTS, RESULT = "dependency_probe_checkpoints.jsonl", "result.json"
 STATES = "states.json"
 
 
