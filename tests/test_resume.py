@@ -4,7 +4,6 @@ final report equals an uninterrupted run's; `--rescore` regrades the saved artif
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time

@@ -8,7 +8,6 @@ process: afterwards it is frozen and read, so nothing that process did can reach
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,7 +146,3 @@ def stopped_by_timeout(exit_code: int | None, seconds: float, limit: int) -> boo
     A 137 before the limit is another SIGKILL (the kernel's OOM killer), not a timeout.
     """
     return exit_code == 124 or (exit_code == 137 and seconds >= limit)
-
-
-def shell_join(argv: tuple[str, ...]) -> str:
-    return shlex.join(argv)
