@@ -100,7 +100,8 @@ def prepare(box: Sandbox, interpreter: str, task_id: str) -> Preparation:
 
 def launch_config(workdir: str, plugins: tuple[str, ...], image_pythonpath: str | None) -> bytes:
     roots = [workdir, f"{workdir}/src"]
-    return json.dumps({"plugins": list(plugins), "import_roots": roots, "image_pythonpath": image_pythonpath}).encode()
+    return json.dumps({"plugins": list(plugins), "import_roots": roots, "image_pythonpath": image_pythonpath,
+                       "workdir": workdir}).encode()
 
 
 def run_pytest(box: Sandbox, workdir: str, interpreter: str, plugins: tuple[str, ...], args: tuple[str, ...],

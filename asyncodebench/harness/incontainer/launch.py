@@ -30,22 +30,37 @@ def main():
         os.environ.pop(name, None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
+    # The image's own PYTHONPATH: folders outside the work tree are the image's (trusted) and come first, so pytest
+    # and plugins installed there load; folders inside the work tree hold evaluated code and wait with the roots.
+    image_entries = [p for p in (cfg.get("image_pythonpath") or "").split(os.pathsep) if p]
+    in_tree = [p for p in image_entries if p == cfg["workdir"] or p.startswith(cfg["workdir"] + "/")]
+    outside = [p for p in image_entries if p not in in_tree]
+    insert_before_site_packages(outside)
+
     import importlib
     import pytest
     # Registered as objects, not with -p: -p would import them again after the tree is on sys.path (and warn that
     # they were imported before the assertion rewriter, which `filterwarnings = error` turns into an error).
     plugins = [importlib.import_module(module) for module in cfg["plugins"]]
 
-    roots = cfg["import_roots"]
-    sys.path[:] = [entry for entry in sys.path if entry not in roots]  # e.g. added by an editable install's .pth
-    site_index = next((i for i, entry in enumerate(sys.path) if entry.endswith(("site-packages", "dist-packages"))),
-                      len(sys.path))
-    sys.path[site_index:site_index] = roots
-    os.environ["PYTHONPATH"] = os.pathsep.join(roots + [p for p in [cfg.get("image_pythonpath")] if p])
+    # The official order, after the standard library: the work tree's roots, then the image's PYTHONPATH.
+    insert_before_site_packages(cfg["import_roots"] + in_tree, before=outside[:1])
+    os.environ["PYTHONPATH"] = os.pathsep.join(cfg["import_roots"] + image_entries)
     sys.argv = [sys.argv[0]] + sys.argv[2:]
     code = pytest.main(sys.argv[1:], plugins=plugins + [guard(pytest)])
     sys.stdout.flush()
     sys.exit(int(code))
+
+
+def insert_before_site_packages(entries, before=()):
+    """Put `entries` on sys.path after the standard library: before `before[0]` if given, else before the first
+    site-packages folder; an entry already there (e.g. from an editable install's .pth) moves."""
+    sys.path[:] = [entry for entry in sys.path if entry not in entries]
+    anchors = [sys.path.index(b) for b in before if b in sys.path]
+    site = next((i for i, entry in enumerate(sys.path) if entry.endswith(("site-packages", "dist-packages"))),
+                len(sys.path))
+    index = anchors[0] if anchors else site
+    sys.path[index:index] = [e for i, e in enumerate(entries) if e not in entries[:i]]
 
 
 def guard(pytest):

@@ -117,10 +117,8 @@ def commit(cfg, message):
 
 def record_image(cfg):
     """The image's pytest plugins and startup modules, seen by its interpreter with nothing of the patch present."""
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
     done = subprocess.run([cfg.interpreter, "-s", "-c", RECORD_IMAGE_PLUGINS], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, cwd=cfg.io_dir, env=env)
+                          stderr=subprocess.STDOUT, cwd=cfg.io_dir)  # the image's own environment, PYTHONPATH too
     text = done.stdout.decode("utf-8", "replace").strip()
     if done.returncode != 0 or not text.startswith("{"):
         raise RuntimeError("could not list the image's pytest plugins: %s" % text[-2000:])
@@ -210,12 +208,20 @@ def is_hazard(path, shadowing):
                for part in parts)
 
 
-def shadowing_paths(cfg, canonical, paths, shadowed):
+def import_roots(cfg):
+    """The work tree's import roots: the repository root, `src/`, and folders of the tree on the image's
+    PYTHONPATH (some images put a source folder of the repository there)."""
+    extra = [os.path.relpath(p, cfg.workdir) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p.startswith(cfg.workdir + "/")]
+    return list(cfg.import_roots) + [p for p in extra if p not in cfg.import_roots]
+
+
+def shadowing_paths(cfg, canonical, paths, shadowed, roots):
     """Changed paths under a NEW top-level module of an import root (the repository root, `src/`) whose name is
     one the image already imports from elsewhere (standard library, site-packages, pytest, its plugins): a module
     that would be imported in their place."""
     found = set()
-    for root in cfg.import_roots:
+    for root in roots:
         prefix = root + "/" if root else ""
         base_tops = set(lines(git(cfg, "ls-tree", "--name-only", canonical, prefix or ".")[1]))
         for path in paths:
@@ -258,7 +264,7 @@ def main():
 
     tracked, untracked = changed_since(cfg, canonical, ["."])
     shadowed = set(installed) | set(cfg.shadow_names) | set(m.split(".")[0] for _, m in image["plugins"])
-    shadowing = shadowing_paths(cfg, canonical, tracked + untracked, shadowed)
+    shadowing = shadowing_paths(cfg, canonical, tracked + untracked, shadowed, import_roots(cfg))
     hazards = [p for p in tracked + untracked if is_hazard(p, shadowing)]
     put_back(cfg, canonical, hazards)
     record["hazards_removed"] = hazards
