@@ -51,7 +51,7 @@ class Preparation:
     untracked_paths_removed: tuple[str, ...]
     hazards_removed: tuple[str, ...]
     changed_paths: tuple[str, ...]
-    image_plugins: tuple[str, ...] = ()  # the image's own pytest plugins (entry point modules), the only ones loaded
+    image_plugins: tuple[str, ...] = ()  # the image's own pytest plugins (entry point values), the only ones loaded
 
     @property
     def usable(self) -> bool:

@@ -41,7 +41,7 @@ def main():
     import pytest
     # Registered as objects, not with -p: -p would import them again after the tree is on sys.path (and warn that
     # they were imported before the assertion rewriter, which `filterwarnings = error` turns into an error).
-    plugins = [importlib.import_module(module) for module in cfg["plugins"]]
+    plugins = [load_plugin(importlib, spec) for spec in cfg["plugins"]]
 
     # The official order, after the standard library: the work tree's roots, then the image's PYTHONPATH.
     insert_before_site_packages(cfg["import_roots"] + in_tree, before=outside[:1])
@@ -50,6 +50,15 @@ def main():
     code = pytest.main(sys.argv[1:], plugins=plugins + [guard(pytest)])
     sys.stdout.flush()
     sys.exit(int(code))
+
+
+def load_plugin(importlib, spec):
+    """An entry point's object: `module` or `module:attribute.path`."""
+    module, _, attributes = spec.partition(":")
+    found = importlib.import_module(module)
+    for name in filter(None, attributes.split(".")):
+        found = getattr(found, name)
+    return found
 
 
 def insert_before_site_packages(entries, before=()):

@@ -43,10 +43,11 @@ try:
     from importlib.metadata import entry_points
     eps = entry_points()
     group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
-    found = [(ep.name, ep.value.split(":")[0]) for ep in group]
+    found = [(ep.name, ep.value.replace(" ", "")) for ep in group]
 except ImportError:
     import pkg_resources
-    found = [(ep.name, ep.module_name) for ep in pkg_resources.iter_entry_points("pytest11")]
+    found = [(ep.name, ":".join([ep.module_name] + [".".join(ep.attrs)] * bool(ep.attrs)))
+             for ep in pkg_resources.iter_entry_points("pytest11")]
 startup = []
 for name in ("sitecustomize", "usercustomize"):
     module = sys.modules.get(name)
@@ -263,7 +264,7 @@ def main():
     record["restored_paths"], record["untracked_paths_removed"] = tracked, untracked
 
     tracked, untracked = changed_since(cfg, canonical, ["."])
-    shadowed = set(installed) | set(cfg.shadow_names) | set(m.split(".")[0] for _, m in image["plugins"])
+    shadowed = set(installed) | set(cfg.shadow_names) | set(m.split(".")[0].split(":")[0] for _, m in image["plugins"])
     shadowing = shadowing_paths(cfg, canonical, tracked + untracked, shadowed, import_roots(cfg))
     hazards = [p for p in tracked + untracked if is_hazard(p, shadowing)]
     put_back(cfg, canonical, hazards)
