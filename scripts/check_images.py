@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from asyncodebench import cli
 from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull, registry_status
+from asyncodebench.images import image_map
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
 
 EXIT_OK, EXIT_NOT_MATCHING, EXIT_BAD_ARGUMENTS, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -40,6 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     where.add_argument("--registry", action="store_true", help="ask each registry for its tag's digest; pull nothing")
     parser.add_argument("--timeout", type=cli.positive_seconds, default=20,
                         help="seconds to wait for a registry (with --registry; above 0)")
+    parser.add_argument("--images", type=Path, default=None, metavar="MAP",
+                        help="an image map: check the images it names for its tasks instead of the official ones")
     parser.add_argument("--json", action="store_true", help="print JSON for machines instead of a table")
     return parser.parse_args(argv)
 
@@ -106,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
     tasks = [t for t in tasks if not args.tasks or t["task_id"] in args.tasks]
+    if args.images:
+        try:
+            tasks = image_map.apply_to_rows(tasks, image_map.load(args.images), args.images)
+        except image_map.ImageMapError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_ARGUMENTS
     from asyncodebench.harness.sandbox import SandboxUnavailableError
 
     try:

@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     parser.add_argument("--overlays-dir", type=Path, default=None,
                         help="checkout of the upstream AsynCodeBench repository: overlay patches are read from it "
                              "offline instead of fetched")
+    parser.add_argument("--images", type=Path, default=None, metavar="MAP",
+                        help="an image map (schemas/image_map.schema.json): run these tasks on the images it names, "
+                             "e.g. rebuilt ones, instead of the rows' official images")
     parser.add_argument("--overlays-url", default=None,
                         help="base URL the overlay patches are fetched from (default: $ASYNCODEBENCH_OVERLAYS_URL, "
                              "else the upstream repository at the pinned commit)")
@@ -80,6 +83,7 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         run_id=args.run_id or new_run_id(), output_dir=args.output_dir, max_workers=args.max_workers,
         tasks=tuple(args.tasks), default_protocol=args.protocol, force=args.force, rescore=args.rescore,
         pull=args.pull, overlays_dir=args.overlays_dir, overlays_url=args.overlays_url, settings=settings,
+        images=args.images,
     )
 
 

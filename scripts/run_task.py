@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
+from asyncodebench.images import image_map
 from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_id
 from asyncodebench.images.digests import MATCH, local_status
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
@@ -51,6 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--overlays-dir", type=Path, default=None,
                         help="checkout of the upstream AsynCodeBench repository: overlay patches are read from it "
                              "offline instead of fetched")
+    parser.add_argument("--images", type=Path, default=None, metavar="MAP",
+                        help="an image map: run the task on the image it names (e.g. a rebuilt one)")
     parser.add_argument("--overlays-url", default=None,
                         help="base URL the overlay patches are fetched from (default: $ASYNCODEBENCH_OVERLAYS_URL, "
                              "else the upstream repository at the pinned commit)")
@@ -75,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown task {args.task_id!r}; the dataset has {sorted(rows)}", file=sys.stderr)
         return 2
     spec = TaskSpec.from_rows(rows[args.task_id], published.rows.dependencies)
+    if args.images:
+        try:
+            spec = image_map.apply({spec.task_id: spec}, {k: v for k, v in image_map.load(args.images).items()
+                                                          if k == spec.task_id}, args.images)[spec.task_id]
+        except image_map.ImageMapError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays)
     except OverlayError as exc:

@@ -45,6 +45,7 @@ class TaskSpec:
     single_agent_paths: tuple[str, ...]
     specialists: tuple[Agent, ...]
     dependencies: tuple[DependencyPoint, ...]
+    image_provenance: str = "official"  # "rebuilt" when an image map replaced the row's image (images/image_map)
 
     @property
     def selectors(self) -> tuple[str, ...]:

@@ -38,8 +38,14 @@ class ImageStatus:
 
 
 def split_reference(image: str) -> tuple[str, str, str]:
-    """`registry/name:tag` -> (registry, name, tag); Docker Hub names get the `library/` prefix they imply."""
-    name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
+    """`registry/name:tag` -> (registry, name, tag); Docker Hub names get the `library/` prefix they imply.
+
+    A digest reference `registry/name@sha256:...` gives the digest as its tag (registries serve manifests by both).
+    """
+    if "@" in image:
+        name, tag = image.split("@", 1)
+    else:
+        name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
     registry, _, path = name.partition("/")
     if "." not in registry and ":" not in registry and registry != "localhost":
         registry, path = "docker.io", name

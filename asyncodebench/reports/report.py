@@ -81,6 +81,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "failure_kind": result["evaluator"]["failure_kind"], "hazards_removed": result["protection"]["hazards_removed"],
         "restored_paths": result["protection"]["restored_paths"],
         "out_of_scope_paths": result["protection"].get("out_of_scope_paths", []),
+        "image_provenance": (result.get("image") or {}).get("provenance", "official"),
         "integrity_violation": (result.get("integrity") or {}).get("violation"),
         "report_problem": (result.get("integrity") or {}).get("report_problem"),
         "adpr": result["adpr"], "adpr_numerator": result["adpr_numerator"],
@@ -169,6 +170,14 @@ def _flags(row: dict[str, Any]) -> str:
     return ", ".join(flags)
 
 
+def _rebuilt_images(run: dict[str, Any]) -> list[str]:
+    """Which tasks ran on an image other than the rows' official one (--images), and which image."""
+    rebuilt = [f"- `{task}`: `{source['pinned_ref']}` ({source['provenance']})"
+               for task, source in sorted((run.get("image_sources") or {}).items())
+               if source.get("provenance") != "official"]
+    return ["## Images other than the official ones", "", *rebuilt, ""] if rebuilt else []
+
+
 def _image_problems(run: dict[str, Any]) -> list[str]:
     """The tasks whose base state in this image differs from the release's recorded counts (an image problem)."""
     problems = [f"- `{task}`: {b['problem']}" for task, b in sorted((run.get("baselines") or {}).items())
@@ -189,6 +198,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
         f"{counts['valid_predictions']} valid predictions: {counts['evaluated']} evaluated, "
         f"{counts['infrastructure_errors']} infrastructure errors, {counts['not_evaluated']} not evaluated; "
         f"{counts['invalid_lines']} invalid lines skipped.", "",
+        *_rebuilt_images(run),
         *_image_problems(run),
         "## Summary", "",
         "Macro means over tasks with 95% bootstrap intervals; rates in percent.", "",

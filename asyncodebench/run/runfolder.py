@@ -71,11 +71,13 @@ class RunLock:
             self.fd = None
 
 
-def settings_record(published: PublishedRows, settings: Settings) -> dict[str, Any]:
-    """What decides a run's results, as `settings.json` keeps it."""
+def settings_record(published: PublishedRows, settings: Settings,
+                    mapped_images: dict[str, str] | None = None) -> dict[str, Any]:
+    """What decides a run's results, as `settings.json` keeps it (`mapped_images`: task -> the --images ref)."""
     return {
         "version": SETTINGS_VERSION,
         "dataset": published.describe(),
+        "mapped_images": mapped_images or {},
         "run_probes": settings.run_probes,
         "timeout_seconds": settings.timeout,
         "probe_timeout_seconds": settings.probe_timeout,
@@ -99,6 +101,9 @@ def differences(recorded: dict[str, Any], current: dict[str, Any], include_evalu
     was, now = recorded["dataset"], current["dataset"]
     if _dataset_identity(was) != _dataset_identity(now):
         found.append(f"dataset: was {_dataset_text(was)}, now {_dataset_text(now)}")
+    if recorded.get("mapped_images", {}) != current.get("mapped_images", {}):
+        found.append(f"images (--images): were {recorded.get('mapped_images') or 'the rows own'}, "
+                     f"now {current.get('mapped_images') or 'the rows own'}")
     if not include_evaluation:
         return found
     if recorded["run_probes"] != current["run_probes"]:

@@ -33,6 +33,7 @@ from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docke
 from asyncodebench.harness.sandbox import remove_run_volumes
 from asyncodebench.scoring.results import infrastructure_result, score
 from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.images import image_map
 from asyncodebench.run import store
 
 
@@ -53,6 +54,7 @@ class RunConfig:
     pull: bool = False
     overlays_dir: Path | None = None  # a checkout of the upstream repository: overlays read offline from it
     overlays_url: str | None = None  # else fetched from here (None: $ASYNCODEBENCH_OVERLAYS_URL or upstream)
+    images: Path | None = None  # an image map: rebuilt images to run instead of the rows' official ones
     settings: Settings = field(default_factory=Settings)
 
     @property
@@ -80,6 +82,7 @@ class RunState:
     images: dict[str, ImageStatus]
     started_at: str
     baselines: dict[str, dict[str, Any] | str] = field(default_factory=dict)  # record, or why it could not run
+    mapped_images: dict[str, dict[str, Any]] = field(default_factory=dict)  # the --images entries, by task
     evaluated_now: int = 0
     skipped_finished: int = 0
     stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: record nothing more
@@ -93,6 +96,9 @@ def prepare_run(config: RunConfig) -> RunState:
     """Load rows and predictions; report bad lines; nothing runs yet."""
     published = load_published(config.dataset, config.revision)
     specs = {t["task_id"]: TaskSpec.from_rows(t, published.rows.dependencies) for t in published.rows.tasks}
+    mapped = image_map.load(config.images) if config.images else {}
+    if mapped:
+        specs = image_map.apply(specs, mapped, config.images)
     unknown = [t for t in config.tasks if t not in specs]
     if unknown:
         raise ValueError(f"--tasks names unknown task(s) {unknown}; the dataset has {sorted(specs)}")
@@ -100,7 +106,7 @@ def prepare_run(config: RunConfig) -> RunState:
         specs = {t: s for t, s in specs.items() if t in config.tasks}
     agents = {t: {a.agent_id for a in s.specialists} for t, s in specs.items()}
     file = read_predictions(config.predictions, agents, config.default_protocol)
-    return RunState(published, specs, file, {}, now())
+    return RunState(published, specs, file, {}, now(), mapped_images=mapped)
 
 
 def rescore_problem(config: RunConfig, state: RunState) -> str | None:
@@ -127,7 +133,8 @@ def claim_settings(config: RunConfig, state: RunState) -> RunConfig:
     Raises:
         SettingsChangedError: the settings differ; the message names each difference and how to proceed.
     """
-    current = settings_record(state.published, config.settings)
+    current = settings_record(state.published, config.settings,
+                              {t: e["pinned_ref"] for t, e in sorted(state.mapped_images.items())})
     recorded = read_settings(config.run_dir)
     if recorded is None:
         if not config.rescore:
@@ -375,6 +382,7 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
                      "limits": asdict(config.settings.limits), "default_protocol": config.default_protocol,
                      "tasks": list(config.tasks), "mode": "rescore" if config.rescore else "evaluate"},
         "images": {t: s.as_dict() for t, s in sorted(state.images.items())},
+        "image_sources": image_map.describe(state.specs, state.mapped_images),
         "baselines": {t: _baseline_summary(b) for t, b in sorted(state.baselines.items())},
         "work": {"evaluated_now": state.evaluated_now, "already_finished": state.skipped_finished},
         "started_at": state.started_at,

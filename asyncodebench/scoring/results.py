@@ -88,6 +88,7 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
         "schema_version": RESULT_SCHEMA_VERSION,
         "status": "evaluated",
         **_identity(prediction),
+        "image": {"pinned_ref": spec.pinned_ref, "provenance": spec.image_provenance},
         "patch": {"status": prep.patch_status, "empty": prep.patch_status == "empty",
                   "unsafe_paths": list(prep.unsafe_paths), "changed_paths": list(prep.changed_paths)},
         "protection": {"canonical_ref": prep.canonical_ref, "restored_paths": list(prep.restored_paths),
