@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MIN_MEMORY_BYTES = 64 << 20  # below this neither pytest nor the harness's own steps can start
@@ -120,3 +121,20 @@ def writable_folder_problem(folder: Path) -> str | None:
     except OSError as exc:
         return f"cannot write in {folder} ({exc.strerror or exc})"
     return None
+
+
+def load_rows_or_exit_code(dataset: str, revision: str | None) -> Any:
+    """The published rows, or the exit code after one line on stderr: 3 when the dataset cannot be reached (an
+    infrastructure problem), 2 when the path or id is wrong (a bad argument)."""
+    import sys
+
+    from asyncodebench.dataset.rows import DatasetUnavailableError, load_published
+
+    try:
+        return load_published(dataset, revision)
+    except DatasetUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from asyncodebench.scoring.checkpoints import CheckpointFileError, load_checkpoint_file
 from asyncodebench.scoring.metrics import DependencyPoint, RunMetrics, run_metrics
-from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
+from asyncodebench import cli
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
 
 def table(metrics: RunMetrics) -> str:
@@ -60,14 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.checkpoints.is_file():
         parser.error(f"{args.checkpoints} is not a file; give a dependency_probe_checkpoints.jsonl")
-    try:
-        rows = load_published(args.dataset, args.revision).rows
-    except DatasetUnavailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    published = cli.load_rows_or_exit_code(args.dataset, args.revision)
+    if isinstance(published, int):
+        return published
+    rows = published.rows
     dependencies = [DependencyPoint.from_row(r) for r in rows.dependencies if r["task_id"] == args.task]
     if not dependencies:
         known = sorted({r["task_id"] for r in rows.dependencies})

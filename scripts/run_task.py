@@ -31,7 +31,7 @@ from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_i
 from asyncodebench.images.digests import MATCH, local_status
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.run.runner import without_unmeasured
 from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.scoring.results import score
@@ -65,14 +65,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        published = load_published(args.dataset, args.revision)
-    except DatasetUnavailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    published = cli.load_rows_or_exit_code(args.dataset, args.revision)
+    if isinstance(published, int):
+        return published
     rows = {t["task_id"]: t for t in published.rows.tasks}
     if args.task_id not in rows:
         print(f"error: unknown task {args.task_id!r}; the dataset has {sorted(rows)}", file=sys.stderr)
