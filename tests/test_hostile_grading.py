@@ -1,6 +1,6 @@
 """Evaluated code cannot change its own grade (the grading-integrity attack suite).
 
-39 hostile predictions (tests/hostile_payloads.py: 7 attack classes, on final patches, checkpoint states and agent
+40 hostile predictions (tests/hostile_payloads.py: 7 attack classes, on final patches, checkpoint states and agent
 patches) run in ONE evaluate.py run with two workers, beside the empty patch (what the base state honestly scores)
 and the gold patch. Each hostile one must: get no final success, score no more pass rate and ADPR than the base
 state, resolve no dependency the base state does not, and stay a scored model outcome. The run must leave no
@@ -27,7 +27,7 @@ from hostile_payloads import HOST_MARKER, PatchMaker, Payload, payloads
 pytestmark = pytest.mark.docker
 
 RUN_ID = "hostile-grading"
-PAYLOAD_COUNT = 39
+PAYLOAD_COUNT = 40
 MIB = 1 << 20
 HARNESS_PEAK_LIMIT = 600 * MIB  # the evaluated code writes 2 GiB of output and a 300 MiB report at it
 GOLD = Path(__file__).resolve().parent.parent / "data" / "demo" / "patches" / "gold.patch"
@@ -164,6 +164,13 @@ def test_a_test_ended_by_keyboard_interrupt_is_not_a_passed_probe(hostile_run: E
     """pytest-json-report marks a test interrupted before its call phase as passed; the harness does not."""
     statuses = hostile_run.result("keyboard-interrupt")["probes"]["statuses"]
     assert "passed" not in {statuses[s] for s in statuses if s.startswith("tests/test_api.py")}
+
+
+def test_a_fork_bomb_holding_the_process_limit_after_the_report_is_still_scored(hostile_run: EvalRun) -> None:
+    """No process can start in that container any more, not even the harness's: the freeze alone stops it, and the
+    report pytest wrote is read and scored as it is."""
+    result = hostile_run.result("fork-bomb-after-the-report")
+    assert (result["status"], result["tests_passed"], result["evaluator"]["exit_code"]) == ("evaluated", 7, 1)
 
 
 def test_leftover_processes_cannot_rewrite_the_report(hostile_run: EvalRun) -> None:

@@ -196,7 +196,10 @@ class Sandbox:
         Root kills every process but PID 1 (`kill -9 -1`, repeated for processes forked meanwhile); the freeze
         (cgroup freezer) then makes the container's state final whatever survived, until it is removed.
         """
-        self.exec(["sh", "-c", "kill -9 -1; kill -9 -1; kill -9 -1; exit 0"], 30)
+        try:
+            self.exec(["sh", "-c", "kill -9 -1; kill -9 -1; kill -9 -1; exit 0"], 30)
+        except SandboxUnavailableError:
+            pass  # no process can start (a fork bomb holds the process limit): the freeze alone makes it final
         self._daemon_call(self.container.pause, "freeze the container")
 
     def write_files(self, files: dict[str, bytes], directory: str) -> None:
