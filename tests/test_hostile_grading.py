@@ -170,7 +170,8 @@ def test_a_fork_bomb_holding_the_process_limit_after_the_report_is_still_scored(
     """No process can start in that container any more, not even the harness's: the freeze alone stops it, and the
     report pytest wrote is read and scored as it is."""
     result = hostile_run.result("fork-bomb-after-the-report")
-    assert (result["status"], result["tests_passed"], result["evaluator"]["exit_code"]) == ("evaluated", 7, 1)
+    assert (result["status"], result["tests_passed"]) == ("evaluated", 7)
+    assert result["evaluator"]["exit_code"] in (1, 124)  # the bomb may slow the evaluator's exit past its limit
 
 
 def test_leftover_processes_cannot_rewrite_the_report(hostile_run: EvalRun) -> None:
