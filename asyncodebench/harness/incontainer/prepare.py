@@ -121,9 +121,10 @@ def record_image(cfg):
     done = subprocess.run([cfg.interpreter, "-s", "-c", RECORD_IMAGE_PLUGINS], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, cwd=cfg.io_dir)  # the image's own environment, PYTHONPATH too
     text = done.stdout.decode("utf-8", "replace").strip()
-    if done.returncode != 0 or not text.startswith("{"):
+    last = text.splitlines()[-1] if text else ""
+    if done.returncode != 0 or not last.startswith("{"):  # start-up files of the image may print before it
         raise RuntimeError("could not list the image's pytest plugins: %s" % text[-2000:])
-    return json.loads(text.splitlines()[-1])
+    return json.loads(last)
 
 
 def give_to_sandbox(cfg):
