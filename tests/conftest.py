@@ -27,7 +27,7 @@ PROTOCOLS_FILE = ROOT / "data" / "protocols.yaml"
 DEMO_TASK_ID = "asyncodebench-demo:minicache"
 RUN_LABEL = "org.asyncodebench.run_id"
 # Short limits keep the Docker suite fast; the demo tests finish in about a second each.
-FAST_FLAGS = ("--timeout", "20", "--probe-timeout", "5")
+FAST_FLAGS = ("--timeout", "20", "--probe-timeout", "10")
 # Limits of the shared demo run; the hostile tests check the bounds against these.
 SHARED_RUN_MEMORY, SHARED_RUN_PIDS, SHARED_RUN_WORKERS = "1g", 256, 2
 

@@ -1,7 +1,7 @@
 """End to end on the demo task with real containers: the example predictions get the scores the task promises.
 
 All assertions read one shared run (`shared_demo_run` in conftest.py: every example line, two workers,
-`--timeout 20 --probe-timeout 5`).
+`--timeout 20 --probe-timeout 10`).
 """
 
 from __future__ import annotations

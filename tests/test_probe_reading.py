@@ -17,3 +17,15 @@ def test_malformed_stage_fields_do_not_break_reading() -> None:
     weird = {"nodeid": "tests/t.py::b", "outcome": "failed", "setup": 5, "call": {"duration": "long"},
              "teardown": {"duration": -3}}
     assert _node(weird) == {"nodeid": "tests/t.py::b", "outcome": "failed", "duration": 0.0}
+
+
+def test_only_selectors_near_a_short_limit_are_rerun_alone() -> None:
+    """With a 5 s limit the fixed 5 s margin would send every selector to a run of its own (seen: the suite's
+    replays took ten times longer); the margin is at most half the limit."""
+    from asyncodebench.harness.probes import ProbeCall, _slow_selectors
+
+    batch = ProbeCall(("t.py::fast", "t.py::slow"), 1, False, (
+        {"nodeid": "t.py::fast", "outcome": "passed", "duration": 0.01},
+        {"nodeid": "t.py::slow", "outcome": "passed", "duration": 3.0}), True, "")
+    assert _slow_selectors(batch, 5) == ("t.py::slow",)
+    assert _slow_selectors(batch, 60) == ()

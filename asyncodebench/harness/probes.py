@@ -96,7 +96,7 @@ def _slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:
     slow = []
     for selector in batch.selectors:
         spent = sum(t["duration"] for t in batch.tests if node_matches(selector, t["nodeid"]))
-        if spent > probe_timeout - DURATION_MARGIN_SECONDS:
+        if spent > probe_timeout - min(DURATION_MARGIN_SECONDS, probe_timeout / 2):  # short limits keep half
             slow.append(selector)
     return tuple(slow)
 
