@@ -65,12 +65,16 @@ def cpus(text: str) -> float:
     return value
 
 
+def _whole_number(text: str, hint: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number{hint}") from None
+
+
 def pids(text: str) -> int:
     """A process limit: a whole number of at least 32 (0 or -1 would mean no limit at all)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of processes: give for example 512") from None
+    value = _whole_number(text, " of processes: give for example 512")
     if value < MIN_PIDS:
         raise argparse.ArgumentTypeError(
             f"{text!r} processes would remove the limit or stop the tests from starting: give at least {MIN_PIDS}, "
@@ -80,10 +84,7 @@ def pids(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """A whole number above 0 (seconds, workers)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give one above 0") from None
+    value = _whole_number(text, ": give one above 0")
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
     return value

@@ -30,17 +30,8 @@ from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.runner import RunConfig, RunState
 from asyncodebench.harness.spec import TaskSpec
 from conftest import DEMO_DIR, PROTOCOLS_FILE, ROOT, SCRIPTS, script_env, write_variant_dataset
+from test_overlays import OVERLAY, OVERLAY_PATH  # the demo's overlay: one extra test file
 
-# The demo's overlay, as tests/test_overlays.py applies it in a container: one extra test file.
-OVERLAY_PATH = "data/overlays/demo/0001-extra-test.patch"
-OVERLAY = b"""diff --git a/tests/test_overlay.py b/tests/test_overlay.py
-new file mode 100644
---- /dev/null
-+++ b/tests/test_overlay.py
-@@ -0,0 +1,2 @@
-+def test_overlay_is_applied():
-+    assert True
-"""
 OVERLAY_SHA256 = hashlib.sha256(OVERLAY).hexdigest()
 ALTERED_PATH = "data/overlays/demo/0002-altered.patch"  # served, but not the bytes its pin names
 MISSING_PATH = "data/overlays/demo/0003-not-published.patch"

@@ -179,7 +179,7 @@ def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[s
         _rescore(config, state, folders)
     else:
         _evaluate_all(config, state, folders, progress)
-    for task_id, spec in state.specs.items():  # measured by this run or an earlier, interrupted one
+    for task_id in state.specs:  # measured by this run or an earlier, interrupted one
         path = baseline.baseline_path(config.run_dir, task_id)
         if task_id not in state.baselines and path.exists():
             state.baselines[task_id] = store.read_json(path)
