@@ -139,3 +139,29 @@ def load_rows_or_exit_code(dataset: str, revision: str | None) -> Any:
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def task_or_exit_code(dataset: str, revision: str | None, task_id: str, images: Path | None) -> Any:
+    """(task row, its `TaskSpec` on the image the map names, if any), or the exit code after one line on stderr:
+    2 for an unknown task or a bad image map, 3 when the dataset cannot be reached."""
+    import sys
+
+    from asyncodebench.harness.spec import TaskSpec
+    from asyncodebench.images import image_map
+
+    published = load_rows_or_exit_code(dataset, revision)
+    if isinstance(published, int):
+        return published
+    rows = {t["task_id"]: t for t in published.rows.tasks}
+    if task_id not in rows:
+        print(f"error: unknown task {task_id!r}; the dataset has {sorted(rows)}", file=sys.stderr)
+        return 2
+    spec = TaskSpec.from_rows(rows[task_id], published.rows.dependencies)
+    if images:
+        try:
+            entries = {k: v for k, v in image_map.load(images).items() if k == task_id}
+            spec = image_map.apply({task_id: spec}, entries, images)[task_id]
+        except image_map.ImageMapError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return rows[task_id], spec

@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
-from asyncodebench.images import image_map
 from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_id
 from asyncodebench.images.digests import MATCH, local_status
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
@@ -35,7 +34,6 @@ from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.run.runner import without_unmeasured
 from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.scoring.results import score
-from asyncodebench.harness.spec import TaskSpec
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -65,21 +63,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    published = cli.load_rows_or_exit_code(args.dataset, args.revision)
-    if isinstance(published, int):
-        return published
-    rows = {t["task_id"]: t for t in published.rows.tasks}
-    if args.task_id not in rows:
-        print(f"error: unknown task {args.task_id!r}; the dataset has {sorted(rows)}", file=sys.stderr)
-        return 2
-    spec = TaskSpec.from_rows(rows[args.task_id], published.rows.dependencies)
-    if args.images:
-        try:
-            spec = image_map.apply({spec.task_id: spec}, {k: v for k, v in image_map.load(args.images).items()
-                                                          if k == spec.task_id}, args.images)[spec.task_id]
-        except image_map.ImageMapError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    loaded = cli.task_or_exit_code(args.dataset, args.revision, args.task_id, args.images)
+    if isinstance(loaded, int):
+        return loaded
+    spec = loaded[1]
     try:
         overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays)
     except OverlayError as exc:

@@ -106,7 +106,7 @@ def image_name(registry_port: int) -> str:
     return f"127.0.0.1:{registry_port}/{IMAGE_REPOSITORY}"
 
 
-def _run(cmd: list[str], what: str, hint: str, **kwargs) -> subprocess.CompletedProcess:
+def run_step(cmd: list[str], what: str, hint: str, **kwargs) -> subprocess.CompletedProcess:
     result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
     if result.returncode != 0:
         detail = (result.stderr or result.stdout).strip()[-2000:]
@@ -117,7 +117,7 @@ def _run(cmd: list[str], what: str, hint: str, **kwargs) -> subprocess.Completed
 def _git(repo: Path, *args: str) -> str:
     env = {**os.environ, **BASE_COMMIT_ENV}
     hint = "check that git is installed and the demo repository is readable"
-    return _run(["git", "-C", str(repo), *args], f"git {args[0]}", hint, env=env).stdout.strip()
+    return run_step(["git", "-C", str(repo), *args], f"git {args[0]}", hint, env=env).stdout.strip()
 
 
 # --- the base repository ---------------------------------------------------------------------
@@ -149,55 +149,57 @@ def make_base_repo(dest: Path, source: Path = DEMO_REPO) -> str:
 # --- the root filesystem -----------------------------------------------------------------------
 
 
-def _rootfs_key() -> str:
-    recipe = json.dumps([DEBIAN_SUITE, DEBIAN_VARIANT, DEBIAN_PACKAGES, PYPI_WHEELS, FIXED_EPOCH])
+def _rootfs_key(packages: tuple[str, ...], wheels: tuple[str, ...]) -> str:
+    recipe = json.dumps([DEBIAN_SUITE, DEBIAN_VARIANT, packages, wheels, FIXED_EPOCH])
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
-def _download_wheels(dest: Path) -> list[Path]:
+def _download_wheels(dest: Path, specs: tuple[str, ...]) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
-    wanted = {spec.split("==")[0].replace("-", "_") + "-" + spec.split("==")[1] for spec in PYPI_WHEELS}
+    wanted = {spec.split("==")[0].replace("-", "_") + "-" + spec.split("==")[1] for spec in specs}
     have = [w for w in dest.glob("*.whl") if "-".join(w.name.split("-")[:2]) in wanted]
-    if len(have) == len(PYPI_WHEELS):
+    if len(have) == len(specs):
         return sorted(have)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-           "--dest", str(dest), *PYPI_WHEELS]
-    _run(cmd, "pip download of the pytest-json-report wheels",
+           "--dest", str(dest), *specs]
+    run_step(cmd, "pip download of the pytest-json-report wheels",
          "check that PyPI (or your pip index) is reachable, or put the wheels in " + str(dest))
     return sorted(w for w in dest.glob("*.whl") if "-".join(w.name.split("-")[:2]) in wanted)
 
 
-def build_rootfs(cache: Path | None = None) -> Path:
-    """Return a cached Debian rootfs tarball, making it with mmdebstrap (about 20 s) if missing.
+def build_rootfs(cache: Path | None = None, packages: tuple[str, ...] = DEBIAN_PACKAGES,
+                 wheels: tuple[str, ...] = PYPI_WHEELS) -> Path:
+    """Return a cached Debian rootfs tarball with `packages` and `wheels`, made with mmdebstrap (about 20 s).
 
     SOURCE_DATE_EPOCH makes mmdebstrap's output byte-identical for identical package versions.
     """
     cache = cache or cache_dir()
-    tarball = cache / f"rootfs-{DEBIAN_SUITE}-{_rootfs_key()}.tar"
+    tarball = cache / f"rootfs-{DEBIAN_SUITE}-{_rootfs_key(packages, wheels)}.tar"
     if tarball.is_file():
         return tarball
     if shutil.which("mmdebstrap") is None:
         raise DemoImageError("mmdebstrap is not installed; run `apt-get install -y mmdebstrap`")
-    wheels = _download_wheels(cache / "wheels")
-    unpack = " && ".join(
-        f"{shlex.quote(sys.executable)} -m zipfile -e {shlex.quote(str(w))} \"$1/{SITE_PACKAGES}\""
-        for w in wheels
-    )
+    hooks = []
+    if wheels:
+        unpack = " && ".join(
+            f"{shlex.quote(sys.executable)} -m zipfile -e {shlex.quote(str(w))} \"$1/{SITE_PACKAGES}\""
+            for w in _download_wheels(cache / "wheels", wheels)
+        )
+        hooks.append(f"--customize-hook=mkdir -p \"$1/{SITE_PACKAGES}\" && {unpack}")
     partial = tarball.with_name(tarball.name + ".part")
-    cmd = ["mmdebstrap", "--format=tar", f"--variant={DEBIAN_VARIANT}", "--include=" + ",".join(DEBIAN_PACKAGES),
-           f"--customize-hook=mkdir -p \"$1/{SITE_PACKAGES}\" && {unpack}",
-           DEBIAN_SUITE, str(partial)]
+    cmd = ["mmdebstrap", "--format=tar", f"--variant={DEBIAN_VARIANT}", "--include=" + ",".join(packages),
+           *hooks, DEBIAN_SUITE, str(partial)]
     if HOST_APT_SOURCES.is_file():
         cmd.append(str(HOST_APT_SOURCES))  # the machine's own mirror; no address written here
     cache.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(FIXED_EPOCH)}
-    _run(cmd, "mmdebstrap", "it needs root and a reachable Debian mirror (see /etc/apt/sources.list.d)",
+    run_step(cmd, "mmdebstrap", "it needs root and a reachable Debian mirror (see /etc/apt/sources.list.d)",
          env=env, stdin=subprocess.DEVNULL)
     os.replace(partial, tarball)
     return tarball
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     """sha256 of a large file, remembered beside it so a cached build does not reread 270 MB."""
     memo = path.with_name(path.name + ".sha256")
     stat = path.stat()
@@ -267,19 +269,19 @@ def _image_config(diff_ids: list[str], base_revision: str) -> bytes:
     return json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mtime = FIXED_EPOCH
     tar.addfile(info, io.BytesIO(data))
 
 
-def _docker(*args: str, hint: str = "is dockerd running? try scripts/start_services.sh",
+def docker(*args: str, hint: str = "is dockerd running? try scripts/start_services.sh",
             stdin: IO[bytes] | None = None) -> str:
-    return _run(["docker", *args], f"docker {args[0]}", hint, stdin=stdin).stdout.strip()
+    return run_step(["docker", *args], f"docker {args[0]}", hint, stdin=stdin).stdout.strip()
 
 
-def _local_image_id(ref: str) -> str | None:
+def local_image_id(ref: str) -> str | None:
     result = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref],
                             capture_output=True, text=True, check=False)
     return result.stdout.strip() if result.returncode == 0 else None
@@ -292,21 +294,21 @@ def load_image(rootfs: Path, repo: Path, base_revision: str, tag: str) -> str:
     (slow) load is skipped.
     """
     testbed = _testbed_layer(repo)
-    diff_ids = [f"sha256:{_sha256_file(rootfs)}", f"sha256:{hashlib.sha256(testbed).hexdigest()}"]
+    diff_ids = [f"sha256:{sha256_file(rootfs)}", f"sha256:{hashlib.sha256(testbed).hexdigest()}"]
     config = _image_config(diff_ids, base_revision)
     image_id = f"sha256:{hashlib.sha256(config).hexdigest()}"
-    if _local_image_id(tag) == image_id:
+    if local_image_id(tag) == image_id:
         return image_id
     manifest = [{"Config": "config.json", "RepoTags": [tag], "Layers": ["rootfs/layer.tar", "testbed/layer.tar"]}]
     with tempfile.TemporaryFile() as archive:
         with tarfile.open(fileobj=archive, mode="w") as tar:
-            _add_bytes(tar, "manifest.json", json.dumps(manifest).encode())
-            _add_bytes(tar, "config.json", config)
+            add_bytes(tar, "manifest.json", json.dumps(manifest).encode())
+            add_bytes(tar, "config.json", config)
             tar.add(str(rootfs), arcname="rootfs/layer.tar")
-            _add_bytes(tar, "testbed/layer.tar", testbed)
+            add_bytes(tar, "testbed/layer.tar", testbed)
         archive.seek(0)
-        _docker("load", "--quiet", stdin=archive)
-    loaded = _local_image_id(tag)
+        docker("load", "--quiet", stdin=archive)
+    loaded = local_image_id(tag)
     if loaded != image_id:
         raise DemoImageError(f"docker load gave {tag} the id {loaded}, expected {image_id}; "
                              "remove the image (`docker rmi " + tag + "`) and build again")
@@ -315,8 +317,8 @@ def load_image(rootfs: Path, repo: Path, base_revision: str, tag: str) -> str:
 
 def push_image(tag: str) -> str:
     """Push `tag` and return the manifest digest the registry recorded for it."""
-    _docker("push", "--quiet", tag, hint="is the registry up? run scripts/start_services.sh")
-    repo_digests = json.loads(_docker("image", "inspect", "--format", "{{json .RepoDigests}}", tag))
+    docker("push", "--quiet", tag, hint="is the registry up? run scripts/start_services.sh")
+    repo_digests = json.loads(docker("image", "inspect", "--format", "{{json .RepoDigests}}", tag))
     name = tag.rsplit(":", 1)[0]
     for entry in repo_digests:
         if entry.startswith(name + "@sha256:"):

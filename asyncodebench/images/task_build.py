@@ -1,0 +1,240 @@
+"""Build a task image from its recipe, push it, pin it and record it in an image map.
+
+The build context holds the shared Dockerfile, the recipe's pinned requirements and the repository at the base
+revision as a git repository of that one commit (so the image never carries the reference code of the parent
+commit). `docker build` stamps the current time into layer files and the config, so two builds of one recipe get
+different digests; what must not differ is the content, which `content_digest` hashes: every file's path, type,
+mode, owner, link target and bytes, without times.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, IO
+
+from asyncodebench.images import demo
+from asyncodebench.images.demo import DemoImageError, add_bytes, docker, local_image_id, sha256_file
+from asyncodebench.images.recipes import DOCKERFILE, Recipe
+
+LOCAL_BASE = "local"  # --base local: the Debian base made here with mmdebstrap
+LOCAL_BASE_PACKAGES = ("python3", "python3-venv", "git", "ca-certificates")
+LOCAL_BASE_REPOSITORY = "asyncodebench/task-base"
+GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+class BuildError(RuntimeError):
+    """A build step failed; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class BuiltTaskImage:
+    task_id: str
+    pinned_ref: str
+    base_image: str
+    base_image_digest: str
+    recipe_sha256: str
+    content_sha256: str
+    python_version: str
+    size_bytes: int
+    built_at: str
+
+    def map_entry(self) -> dict[str, Any]:
+        return {"pinned_ref": self.pinned_ref, "provenance": "rebuilt", "recipe_sha256": self.recipe_sha256,
+                "base_image": self.base_image, "base_image_digest": self.base_image_digest,
+                "content_sha256": self.content_sha256, "python_version": self.python_version,
+                "built_at": self.built_at}
+
+
+def _step(cmd: list[str], what: str, hint: str, **kwargs: Any) -> str:
+    try:
+        return demo.run_step(cmd, what, hint, **kwargs).stdout.strip()
+    except DemoImageError as exc:
+        raise BuildError(str(exc)) from exc
+
+
+# --- the repository --------------------------------------------------------------------------------------
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    return _step(["git", *args], f"git {args[0]}", "check the repository URL or path (--repo) and the network",
+                 cwd=cwd, env={**os.environ, **GIT_ENV})
+
+
+def mirror(repo: str, cache: Path) -> Path:
+    """A bare mirror of `repo` (URL or local path) in the cache, fetched once and updated on later builds."""
+    key = hashlib.sha256(repo.encode()).hexdigest()[:16]
+    dest = cache / "repos" / f"{Path(repo.rstrip('/')).name.removesuffix('.git')}-{key}.git"
+    if dest.is_dir():
+        git("--git-dir", str(dest), "fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*")  # a later build may need commits made since
+        return dest
+    partial = dest.with_name(dest.name + ".part")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    git("clone", "--quiet", "--bare", "--template=", repo, str(partial))
+    os.replace(partial, dest)
+    return dest
+
+
+def testbed_at(mirror_dir: Path, revision: str, dest: Path) -> None:
+    """`dest` becomes a git repository holding `revision` alone, checked out, with nothing machine-specific."""
+    if not git("--git-dir", str(mirror_dir), "cat-file", "-t", revision).startswith("commit"):
+        raise BuildError(f"{revision} is not a commit of {mirror_dir}; is --repo the task's repository?")
+    branch = "asyncodebench-base"
+    git("--git-dir", str(mirror_dir), "branch", "--force", branch, revision)
+    git("-c", "protocol.file.allow=always", "-c", "pack.threads=1", "clone", "--quiet", "--depth", "1",
+         "--template=", "--branch", branch, f"file://{mirror_dir}", str(dest))
+    git("-C", str(dest), "remote", "remove", "origin")
+    git_dir = dest / ".git"
+    for name in ("index", "logs", "description", "FETCH_HEAD", "ORIG_HEAD"):
+        target = git_dir / name
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    git("-C", str(dest), "read-tree", "HEAD")  # an index without this machine's stat data
+    head = git("-C", str(dest), "rev-parse", "HEAD")
+    if head != revision:
+        raise BuildError(f"the testbed is at {head}, not the base revision {revision}")
+
+
+# --- the base image ---------------------------------------------------------------------------------------
+
+
+def local_base(cache: Path) -> str:
+    """The offline base: Debian's Python, venv and git from mmdebstrap, loaded with a fixed config (stable id)."""
+    try:
+        rootfs = demo.build_rootfs(cache, LOCAL_BASE_PACKAGES, ())
+    except DemoImageError as exc:
+        raise BuildError(str(exc)) from exc
+    layer = f"sha256:{sha256_file(rootfs)}"
+    tag = f"{LOCAL_BASE_REPOSITORY}:bookworm-{layer[7:19]}"
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux", "created": demo.FIXED_DATE.replace("+00:00", "Z"),
+        "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
+                   "Cmd": ["/bin/bash"]},
+        "rootfs": {"type": "layers", "diff_ids": [layer]},
+        "history": [{"created_by": f"mmdebstrap {demo.DEBIAN_SUITE} + {' '.join(LOCAL_BASE_PACKAGES)}"}],
+    }, sort_keys=True, separators=(",", ":")).encode()
+    if local_image_id(tag) != f"sha256:{hashlib.sha256(config).hexdigest()}":
+        manifest = [{"Config": "config.json", "RepoTags": [tag], "Layers": ["rootfs/layer.tar"]}]
+        with tempfile.TemporaryFile() as archive:
+            with tarfile.open(fileobj=archive, mode="w") as tar:
+                add_bytes(tar, "manifest.json", json.dumps(manifest).encode())
+                add_bytes(tar, "config.json", config)
+                tar.add(str(rootfs), arcname="rootfs/layer.tar")
+            archive.seek(0)
+            _docker("load", "--quiet", stdin=archive)
+    return tag
+
+
+def _docker(*args: str, stdin: IO[bytes] | None = None) -> str:
+    try:
+        return docker(*args, stdin=stdin)
+    except DemoImageError as exc:
+        raise BuildError(str(exc)) from exc
+
+
+def image_digest(ref: str) -> str:
+    """The registry digest of `ref` when it came from one, else its local image id."""
+    info = json.loads(_docker("image", "inspect", "--format", "{{json .}}", ref))
+    digests = info.get("RepoDigests") or []
+    return digests[0].split("@", 1)[1] if digests else info["Id"]
+
+
+# --- the build --------------------------------------------------------------------------------------------
+
+
+def _ca_bundle() -> bytes:
+    """The CA file pip is told to trust on this machine (TLS-intercepting proxies), for the build stage only."""
+    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        path = os.environ.get(name)
+        if path and Path(path).is_file():
+            return Path(path).read_bytes()
+    return b""
+
+
+def build_context(recipe: Recipe, repo: str, cache: Path, dest: Path) -> None:
+    shutil.copyfile(DOCKERFILE, dest / "Dockerfile")
+    (dest / "requirements.txt").write_text(recipe.requirements_txt())
+    (dest / "pip-ca.pem").write_bytes(_ca_bundle())
+    testbed_at(mirror(repo, cache), recipe.base_revision, dest / "testbed")
+
+
+def docker_build(recipe: Recipe, context: Path, base: str, tag: str, no_cache: bool) -> None:
+    args = [f"--build-arg=BASE_IMAGE={base}", *(f"--build-arg={k}={v}" for k, v in recipe.build_args().items())]
+    # The host network: pip needs the package index, and some machines have no working bridge network.
+    cmd = ["docker", "build", "--quiet", "--network=host", "--tag", tag, *args, *(["--no-cache"] if no_cache else []),
+           str(context)]
+    _step(cmd, "docker build", "the output above says which step failed; a pip error usually means a pin that "
+          "does not exist for this Python, or no route to the package index", env={**os.environ,
+                                                                                "DOCKER_BUILDKIT": "0"})
+
+
+def content_digest(ref: str) -> str:
+    """sha256 over the image's files (path, type, mode, owner, link, bytes; no times), in path order."""
+    container = _docker("create", ref, "true")
+    try:
+        proc = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
+        entries = []
+        assert proc.stdout is not None
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+            for member in tar:
+                data = tar.extractfile(member).read() if member.isfile() else b""  # type: ignore[union-attr]
+                entries.append(json.dumps([member.name, member.type.decode(), member.mode, member.uid, member.gid,
+                                           member.linkname, hashlib.sha256(data).hexdigest()]))
+        if proc.wait() != 0:
+            raise BuildError(f"docker export of {ref} failed")
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+    return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
+
+
+def _python_version(ref: str) -> str:
+    out = _docker("run", "--rm", "--network=none", "--entrypoint", "python", ref, "-c",
+                  "import platform; print(platform.python_version())")
+    return out.splitlines()[-1]
+
+
+def push(tag: str) -> str:
+    """Push and return `repo@sha256:...`."""
+    try:
+        digest = demo.push_image(tag)
+    except DemoImageError as exc:
+        raise BuildError(str(exc)) from exc
+    return f"{tag.rsplit(':', 1)[0]}@{digest}"
+
+
+def build(recipe: Recipe, repo: str, base: str | None, registry: str, cache: Path,
+          no_cache: bool = False) -> BuiltTaskImage:
+    """Build `recipe` on `base` (default python:<version>-slim; `local` for the offline base), push, pin."""
+    base_ref = local_base(cache) if base == LOCAL_BASE else (base or recipe.default_base)
+    name = recipe.task_id.split(":", 1)[1]
+    tag = f"{registry}/asyncodebench/{name}:rebuilt-{recipe.digest()[:12]}"
+    with tempfile.TemporaryDirectory(prefix="asyncodebench-build-") as scratch:
+        build_context(recipe, repo, cache, Path(scratch))
+        docker_build(recipe, Path(scratch), base_ref, tag, no_cache)
+    size = int(_docker("image", "inspect", "--format", "{{.Size}}", tag))
+    return BuiltTaskImage(
+        task_id=recipe.task_id, pinned_ref=push(tag), base_image=base_ref, base_image_digest=image_digest(base_ref),
+        recipe_sha256=recipe.digest(), content_sha256=content_digest(tag), python_version=_python_version(tag),
+        size_bytes=size, built_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def record(map_path: Path, built: BuiltTaskImage) -> None:
+    """Add or replace the task's entry in the image map at `map_path` (created when missing)."""
+    data = json.loads(map_path.read_text()) if map_path.is_file() else {"schema_version": "1", "images": {}}
+    data["images"][built.task_id] = built.map_entry()
+    data["images"] = dict(sorted(data["images"].items()))
+    map_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = map_path.with_name(map_path.name + ".part")
+    partial.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(partial, map_path)
+

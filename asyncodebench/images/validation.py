@@ -1,0 +1,191 @@
+"""Check a task image against the release's recorded counts: base state, reference state, probes, flakiness.
+
+The base state (overlays applied when they are given) is compared with the row's recorded initial counts; the
+reference state with the recorded completed counts. For Commit0 tasks the base commit's parent holds the original
+upstream code, so the reference patch is derived here from the repository (`git diff base parent`), restricted
+to the task's writable paths; it is never stored. Every probe selector runs in both states, and each dependency
+point's groups are judged: a group discriminates when it fails at base and passes at reference. Each state runs
+`repeat` times, each time in fresh containers (the harness's own procedure), and every test or selector whose
+outcome differs between the runs is listed with how often each outcome came.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from asyncodebench.harness.evaluation import Evidence, Settings, evaluate_patch
+from asyncodebench.harness.probes import selector_results
+from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
+from asyncodebench.images.task_build import BuildError, git, mirror
+from asyncodebench.scoring.grading import SelectorResult, group_state, normalize_report
+
+STATES = ("base", "reference")
+GROUPS = ("upstream", "downstream", "integrated")
+
+
+@dataclass(frozen=True)
+class StateRun:
+    """One evaluation of one state: its counts, each test's outcome and each probe selector's status."""
+
+    counts: dict[str, int] | None
+    tests: dict[str, str]
+    selectors: dict[str, str]
+    seconds: float
+
+
+def reference_patch(repo: str, cache: Path, base: str, reference: str | None,
+                    paths: tuple[str, ...]) -> tuple[str, bytes]:
+    """(reference revision, the diff from base to it restricted to `paths`) from the task's repository.
+
+    Raises:
+        BuildError: the repository or a revision cannot be had; a base without a parent needs `reference`.
+    """
+    git_dir = mirror(repo, cache)
+    rev = reference or f"{base}^"
+    try:
+        resolved = git("--git-dir", str(git_dir), "rev-parse", "--verify", f"{rev}^{{commit}}")
+    except BuildError as exc:
+        raise BuildError(f"cannot resolve the reference revision {rev} in {repo}; give --reference-revision "
+                         f"(the commit holding the complete code): {exc}") from exc
+    diff = git("--git-dir", str(git_dir), "diff", "--binary", "--no-color", "--no-ext-diff", base, resolved,
+                "--", *paths)
+    return resolved, (diff + "\n").encode() if diff else b""
+
+
+def without_overlays(spec: TaskSpec) -> TaskSpec:
+    """The task on its bare base revision (for comparing with counts recorded before any overlay)."""
+    return dataclasses.replace(spec, overlays=())
+
+
+def state_run(spec: TaskSpec, evidence: Evidence) -> StateRun:
+    report = evidence.report
+    normalized = normalize_report(report, evidence.exit_code, evidence.output)
+    counts = None if normalized.synthetic_summary else {
+        "collected": normalized.total, "passed": normalized.passed, "failed": normalized.failed,
+        "errors": normalized.errors, "skipped": normalized.skipped}
+    tests = {t["nodeid"]: t.get("outcome", "?") for t in (report or {}).get("tests") or [] if "nodeid" in t}
+    selectors = {s: r.status for s, r in selector_results(evidence.probes, spec.selectors).items()}
+    return StateRun(counts, tests, selectors, evidence.evaluator_seconds)
+
+
+def flaky(runs: list[StateRun], field: str) -> dict[str, dict[str, int]]:
+    """Every test (or selector) whose outcome differs between runs, with how many runs gave each outcome."""
+    names = sorted({n for r in runs for n in getattr(r, field)})
+    found = {}
+    for name in names:
+        outcomes = Counter(getattr(r, field).get(name, "absent") for r in runs)
+        if len(outcomes) > 1:
+            found[name] = dict(sorted(outcomes.items()))
+    return found
+
+
+def _matches(counts: list[dict[str, int] | None], recorded: list[dict[str, int]]) -> bool | None:
+    if not recorded:
+        return None
+    return all(c is not None and any(all(c[k] == snap[k] for k in COUNT_KEYS) for snap in recorded) for c in counts)
+
+
+def discrimination(spec: TaskSpec, base: list[StateRun], reference: list[StateRun]) -> list[dict[str, Any]]:
+    """Per dependency point and group: passes at base? at reference? (in every run) and whether it discriminates."""
+    points = []
+    for point in spec.dependencies:
+        groups = {}
+        for group in GROUPS:
+            selectors = tuple(getattr(point, f"{group}_probe_tests"))
+            if not selectors:
+                continue
+            passed = {name: [group_state(selectors, _results(r.selectors)).passed for r in runs]
+                      for name, runs in (("base", base), ("reference", reference))}
+            groups[group] = {"selectors": len(selectors),
+                             "passes_at_base": _all_or_mixed(passed["base"]),
+                             "passes_at_reference": _all_or_mixed(passed["reference"]),
+                             "discriminates": not any(passed["base"]) and all(passed["reference"])}
+        points.append({"dependency_id": point.dependency_id, "groups": groups})
+    return points
+
+
+def _results(statuses: dict[str, str]) -> dict[str, SelectorResult]:
+    return {s: SelectorResult(s, st, st == "passed", ()) for s, st in statuses.items()}
+
+
+def _all_or_mixed(values: list[bool]) -> bool | str:
+    return values[0] if len(set(values)) == 1 else "mixed"
+
+
+def validate(client: Any, spec: TaskSpec, reference: tuple[str, bytes], completed_counts: list[dict[str, int]],
+             run_id: str, settings: Settings, overlays: dict[str, bytes], repeat: int,
+             progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Run both states `repeat` times and compare; returns the validation record (JSON-ready)."""
+    started = time.monotonic()
+    patches = {"base": b"", "reference": reference[1]}
+    runs: dict[str, list[StateRun]] = {s: [] for s in STATES}
+    for i in range(repeat):
+        for state in STATES:
+            progress(f"{state} run {i + 1}/{repeat}")
+            runs[state].append(state_run(spec, evaluate_patch(client, spec, patches[state], run_id, settings,
+                                                              overlays)))
+    recorded = {"base": [dict(c) for c in spec.initial_counts], "reference": completed_counts}
+    states = {}
+    for state in STATES:
+        states[state] = {
+            "counts": [r.counts for r in runs[state]],
+            "recorded": recorded[state],
+            "matches_recorded": _matches([r.counts for r in runs[state]], recorded[state]),
+            "flaky_tests": flaky(runs[state], "tests"),
+            "flaky_selectors": flaky(runs[state], "selectors"),
+            "evaluator_seconds": [round(r.seconds, 2) for r in runs[state]],
+        }
+    matched = all(states[s]["matches_recorded"] is True for s in STATES)
+    return {
+        "task_id": spec.task_id, "image": spec.pinned_ref, "provenance": spec.image_provenance,
+        "base_revision": spec.base_revision, "reference_revision": reference[0],
+        "reference_patch_bytes": len(reference[1]), "overlays_applied": len(overlays),
+        "repeat": repeat, "states": states, "dependency_points": discrimination(spec, runs["base"], runs["reference"]),
+        "counts_match": matched, "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _fmt_counts(counts: dict[str, int] | None) -> str:
+    if counts is None:
+        return "no report"
+    return "/".join(str(counts[k]) for k in COUNT_KEYS)
+
+
+def markdown(record: dict[str, Any]) -> str:
+    """The validation as Markdown: counts against the record, probe discrimination, flaky tests and selectors."""
+    lines = [f"# Image validation: {record['task_id']}", "",
+             f"Image `{record['image']}` ({record['provenance']}); base `{record['base_revision'][:12]}`, "
+             f"reference `{record['reference_revision'][:12]}`; {record['repeat']} run(s) per state; "
+             f"{record['overlays_applied']} of {record['overlays_listed']} overlay(s) applied; "
+             f"{record['seconds']} s.", "",
+             "Counts are collected/passed/failed/errors/skipped.", "",
+             "| state | measured (each run) | recorded | match |", "|---|---|---|---|"]
+    for state in STATES:
+        s = record["states"][state]
+        measured = ", ".join(sorted({_fmt_counts(c) for c in s["counts"]}))
+        recorded = ", ".join(_fmt_counts(c) for c in s["recorded"]) or "none recorded"
+        verdict = {True: "yes", False: "**no**", None: "nothing to compare"}[s["matches_recorded"]]
+        lines.append(f"| {state} | {measured} | {recorded} | {verdict} |")
+    lines += ["", "| dependency point | group | selectors | passes at base | passes at reference | discriminates |",
+              "|---|---|---|---|---|---|"]
+    for point in record["dependency_points"]:
+        for group, g in point["groups"].items():
+            lines.append(f"| {point['dependency_id']} | {group} | {g['selectors']} | {g['passes_at_base']} | "
+                         f"{g['passes_at_reference']} | {'yes' if g['discriminates'] else '**no**'} |")
+    for state in STATES:
+        for kind in ("flaky_tests", "flaky_selectors"):
+            found = record["states"][state][kind]
+            if found:
+                lines += ["", f"{kind.replace('_', ' ').capitalize()} in the {state} state:", ""]
+                repeat = record["repeat"]
+                lines += [f"- `{name}`: " + ", ".join(f"{o} {n}/{repeat}" for o, n in outcomes.items())
+                          for name, outcomes in found.items()]
+    if not any(record["states"][s][k] for s in STATES for k in ("flaky_tests", "flaky_selectors")):
+        lines += ["", f"No test or probe selector changed outcome between the {record['repeat']} runs."]
+    lines += ["", f"Counts match the record: {'yes' if record['counts_match'] else 'no'}.", ""]
+    return "\n".join(lines)
