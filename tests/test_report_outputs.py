@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from asyncodebench.reports.plots import plot_resolution
+from asyncodebench.reports.plots import plot_resolution, resolution_figure
 from conftest import FAST_FLAGS, DemoDataset, EvalRun, example_predictions, prediction, run_evaluate
 
 pytestmark = pytest.mark.docker
@@ -51,27 +51,31 @@ def test_model_names_with_dollar_signs_are_plotted_as_written(demo_dataset: Demo
     assert no_apply["patch_status"] == "failed" and (no_apply["adpr"], no_apply["adpr_numerator"]) == (0.0, 0)
 
 
-def test_the_legend_shows_the_labels_as_written(tmp_path: Path) -> None:
+def test_panel_titles_show_the_labels_as_written_and_the_legend_covers_no_panel(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
-    from matplotlib.legend import Legend
 
-    drawn: list[list[tuple[str, bool]]] = []
-    original = Legend.draw
-
-    def spy(self, renderer):  # each legend text when drawn, and whether matplotlib reads it as mathtext
-        drawn.append([(text.get_text(), text.get_parse_math()) for text in self.get_texts()])
-        return original(self, renderer)
-
-    trace = {"dep": [{"integrated": False}, {"integrated": True}]}
+    trace = {"dep": [{"upstream": True, "downstream": False, "integrated": False},
+                     {"upstream": True, "downstream": True, "integrated": True}]}
     predictions = [{"status": "evaluated", "model_name_or_path": name, "protocol": "single", "dependency_trace": trace}
                    for name in MATH_NAMES]
-    Legend.draw = spy
+    figure = resolution_figure(predictions)
     try:
-        assert plot_resolution(predictions, tmp_path / "plot.png") == tmp_path / "plot.png"
+        figure.canvas.draw()
+        panels = [axes for axes in figure.axes if axes.get_visible()]
+        # One panel per (model, protocol), titled with the name as written, never read as mathtext.
+        assert sorted((a.title.get_text(), a.title.get_parse_math()) for a in panels) == sorted(
+            (f"{name}\nsingle", False) for name in MATH_NAMES)
+        (legend,) = figure.legends
+        assert [t.get_text() for t in legend.get_texts()] == [
+            "integrated probes", "upstream probes", "downstream probes"]
+        box = legend.get_window_extent()
+        assert not any(box.overlaps(a.get_window_extent()) for a in panels)
+        # True values: every plotted point is a share in [0, 1], exactly as measured (no offset between series).
+        for axes in panels:
+            assert {tuple(line.get_ydata()) for line in axes.get_lines()} == {(1.0, 1.0), (0.0, 1.0)}
     finally:
-        Legend.draw = original
-        plt.close("all")
-    assert drawn and sorted(drawn[-1]) == sorted((f"{name} / single", False) for name in MATH_NAMES)
+        plt.close(figure)
+    assert plot_resolution(predictions, tmp_path / "plot.png") == tmp_path / "plot.png"
 
 
 def test_a_plot_that_cannot_be_written_is_a_warning_and_the_reports_are_complete(demo_dataset: DemoDataset,
