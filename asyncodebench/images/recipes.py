@@ -26,7 +26,8 @@ WORKDIR = "/testbed"
 RECIPE_KEYS = {"python", "requirements", "system_packages", "pythonpath", "interpreter_aliases", "notes"}
 # The harness reads each evaluation's results through these; a recipe without them cannot be graded.
 HARNESS_REQUIREMENTS = ("pytest", "pytest-json-report")
-PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
+# name==version, optionally with an environment marker (`; python_version < "3.11"`).
+PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+(\s*;\s*[^;]+)?$")
 
 
 class RecipeError(ValueError):
