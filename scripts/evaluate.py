@@ -6,7 +6,8 @@
 
 Every line is checked against schemas/prediction.schema.json; bad lines are reported with their numbers and
 skipped, the others evaluated. Rerunning a run id resumes it. Outputs go to <output-dir>/<run-id>/:
-report.json, report.md, summary.csv, predictions.csv, dependency_resolution.png, one folder per prediction.
+report.json, report.md, report.html, summary.csv, predictions.csv, dependency_resolution.png, one folder per
+prediction.
 
 A run folder is held by one process at a time (a second one is refused), and keeps the settings its results were
 made with (settings.json): resuming with another dataset, probes, timeouts or limits is refused; --force
@@ -28,8 +29,9 @@ from asyncodebench import cli
 
 from asyncodebench.run import store
 from asyncodebench.harness.evaluation import Settings, new_run_id
+from asyncodebench.reports.htmlreport import write_report_html
 from asyncodebench.reports.plots import plot_resolution
-from asyncodebench.reports.report import build_report, csv_text, markdown
+from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError
 from asyncodebench.run.runfolder import RunFolderBusyError, RunLock, SettingsChangedError
 from asyncodebench.run.runner import RunConfig, RunState, claim_settings, prepare_run, rescore_problem, run, run_metadata
@@ -127,12 +129,18 @@ def evaluate(config: RunConfig, state: RunState) -> int:
         print(f"\ninterrupted: finished predictions are saved and the run's containers removed; resume with "
               f"--run-id {config.run_id}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    report = build_report(run_metadata(config, state), state.file, results)
+    metadata = {**run_metadata(config, state), "dependency_points": dependency_points(state.specs)}
+    report = build_report(metadata, state.file, results)
     # The reports first: the plot is an extra that must never cost them.
     store.write_json(config.run_dir / "report.json", report)
     store.write_atomic(config.run_dir / "report.md", markdown(report))
     store.write_atomic(config.run_dir / "summary.csv", csv_text(report["summary"]))
     store.write_atomic(config.run_dir / "predictions.csv", csv_text(report["predictions"]))
+    try:
+        write_report_html(report, config.run_dir / "report.html")
+    except Exception as exc:  # like the plot: an extra drawn from report.json, which stands without it
+        print(f"warning: report.html was not written ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
+              "the other reports are complete", file=sys.stderr)
     plot = None
     try:
         plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
@@ -144,7 +152,7 @@ def evaluate(config: RunConfig, state: RunState) -> int:
     print(markdown(report).split("## Predictions")[0])
     if state.skipped_finished:
         print(f"resumed: {state.skipped_finished} predictions were already finished in run {config.run_id}")
-    print(f"report: {config.run_dir / 'report.md'} (JSON, CSV{', PNG' if plot else ''} beside it)")
+    print(f"report: {config.run_dir / 'report.md'} (JSON, CSV, HTML{', PNG' if plot else ''} beside it)")
     if report["counts"]["infrastructure_errors"] or report["counts"]["not_evaluated"]:
         return EXIT_INFRASTRUCTURE
     return EXIT_INVALID_LINES if state.file.problems else EXIT_OK

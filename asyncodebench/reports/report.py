@@ -59,6 +59,15 @@ def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[d
     return report
 
 
+def dependency_points(specs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The contracts of the run's tasks by dependency id, for `run.dependency_points`: the HTML report shows each
+    point's summary beside its timeline and must be drawn from report.json alone (old reports lack it)."""
+    return {point.dependency_id: {"task_id": task_id, "producer_agent": point.producer_agent,
+                                  "consumer_agent": point.consumer_agent, "contract_summary": point.contract_summary,
+                                  "metrics_enabled": list(point.metrics_enabled)}
+            for task_id, spec in sorted(specs.items()) for point in spec.dependencies}
+
+
 def _unmeasured_notes(evaluated: list[dict[str, Any]]) -> list[str]:
     unmeasured = sum(r.get("adpr_numerator", 0) is None for r in evaluated)
     if not unmeasured:

@@ -1,0 +1,192 @@
+"""report.html: the run report as one self-contained page, drawn from report.json alone.
+
+Because it needs nothing but report.json, a rescored run and a run folder from an older version get the same page:
+
+    python -m asyncodebench.reports.htmlreport RUN_DIR            # writes RUN_DIR/report.html
+    python -m asyncodebench.reports.htmlreport RUN_DIR/report.json -o elsewhere.html
+
+Fields that older reports lack (contract summaries, image sources, scope flags) are shown as not recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from asyncodebench.reports import htmlsvg
+from asyncodebench.reports.htmlpage import render
+from asyncodebench.reports.report import dataset_source
+from asyncodebench.run.predictions import Prediction
+
+# (report summary field, column header, factor shown, True when a rate drawn on a 0..100 axis)
+HEADLINE = (
+    ("fsr", "FSR %", 100, True), ("mean_pass_rate", "pass rate %", 100, True),
+    ("mean_adpr", "ADPR macro %", 100, True), ("micro_adpr", "ADPR micro %", 100, False),
+    ("mean_drs_penalized", "DRS (steps)", 1, False), ("mean_dre", "DRE %", 100, False),
+    ("mean_cail_penalized", "CAIL (steps)", 1, False),
+)
+# (link text, file): the files a reader opens first; "files" is the prediction's whole folder.
+ARTIFACTS = (("patch", "patch.diff"), ("result", "result.json"), ("output", "evaluator_output.txt"), ("files", ""))
+
+
+def prediction_folder(row: dict[str, Any]) -> str:
+    """The prediction's folder name under predictions/, derived exactly as the run folder names it."""
+    return Prediction(line=row["line"], task_id=row["task_id"], protocol=row["protocol"],
+                      model=row["model_name_or_path"], run_id=row.get("prediction_run_id"), model_patch="",
+                      checkpoints=(), agent_patches={}, usage={}).slug
+
+
+def flags(row: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(label, serious) for what the integrity rules, the patch guard and the scope check found."""
+    found = []
+    if row.get("integrity_violation"):
+        found.append((row["integrity_violation"], True))
+    if row.get("report_problem"):
+        found.append((f"report {row['report_problem']}", True))
+    if row.get("out_of_scope_paths"):
+        found.append((f"{len(row['out_of_scope_paths'])} path(s) out of scope", False))
+    if row.get("hazards_removed"):
+        found.append((f"removed: {', '.join(row['hazards_removed'])}", False))
+    if row.get("restored_paths"):
+        found.append((f"restored: {', '.join(row['restored_paths'])}", False))
+    if row.get("merge_conflicts"):
+        found.append((f"{row['merge_conflicts']} merge conflict(s)", False))
+    if row.get("scope_violations"):
+        found.append((f"{row['scope_violations']} agent scope violation(s)", True))
+    if row.get("image_provenance") not in (None, "official"):
+        found.append((f"image {row['image_provenance']}", False))
+    return found
+
+
+def prediction_rows(report: dict[str, Any], artifacts_base: str) -> list[dict[str, Any]]:
+    rows = []
+    for row in sorted(report["predictions"], key=lambda p: (p["task_id"], p["model_name_or_path"], p["protocol"],
+                                                            p["line"])):
+        folder = f"{artifacts_base}predictions/{prediction_folder(row)}/"
+        rows.append({**row, "flags": flags(row), "folder": folder,
+                     "links": [(text, folder + name) for text, name in ARTIFACTS]})
+    return rows
+
+
+def dependency_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per task, per dependency point: its contract and one timeline row per prediction that probed it."""
+    contracts = report["run"].get("dependency_points") or {}
+    traced: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for p in report["predictions"]:
+        for dep_id, steps in (p.get("dependency_trace") or {}).items():
+            traced[p["task_id"]][dep_id].append({"prediction": p, "steps": steps})
+    for dep_id, contract in contracts.items():  # points never probed (--no-probes) still show their contract
+        traced[contract["task_id"]].setdefault(dep_id, [])
+    sections = []
+    for task_id in sorted(traced):
+        points = []
+        for dep_id, entries in traced[task_id].items():
+            columns = max((len(e["steps"]) for e in entries), default=0)
+            rows = [{"model": e["prediction"]["model_name_or_path"], "protocol": e["prediction"]["protocol"],
+                     "line": e["prediction"]["line"], "T": len(e["steps"]),
+                     "first_up": htmlsvg.first_pass(e["steps"], "upstream"),
+                     "first_down": htmlsvg.first_pass(e["steps"], "downstream"),
+                     "first_integrated": htmlsvg.first_pass(e["steps"], "integrated", integrated_only=True),
+                     "final": bool(e["steps"][-1]["integrated"]) if e["steps"] else None,
+                     "svg": htmlsvg.timeline(e["steps"], columns)}
+                    for e in sorted(entries, key=lambda e: (e["prediction"]["model_name_or_path"],
+                                                            e["prediction"]["protocol"], e["prediction"]["line"]))]
+            points.append({"id": dep_id, "contract": contracts.get(dep_id), "rows": rows,
+                           "axis": htmlsvg.step_axis(columns) if columns else "",
+                           "resolved": sum(bool(r["final"]) for r in rows)})
+        sections.append({"task_id": task_id, "points": points})
+    return sections
+
+
+def headline_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for row in report["summary"]:
+        cells = []
+        for field, _, factor, glyph in HEADLINE:
+            value = row.get(field)
+            estimate = value if isinstance(value, dict) else {"mean": value, "ci_low": None, "ci_high": None}
+            cells.append({"estimate": estimate, "factor": factor, "interval": isinstance(value, dict),
+                          "glyph": htmlsvg.interval_glyph(estimate["mean"], estimate["ci_low"], estimate["ci_high"],
+                                                          0, 1, width=72) if glyph else ""})
+        rows.append({**row, "cells": cells})
+    return rows
+
+
+def settings_items(settings: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested settings as flat `a.b` keys, in their recorded order."""
+    items = []
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            items += settings_items(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
+
+
+def image_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
+    sources = run.get("image_sources") or {}
+    return [{**status, "task_id": task, "provenance": (sources.get(task) or {}).get("provenance", "not recorded")}
+            for task, status in sorted((run.get("images") or {}).items())]
+
+
+def resolution_figure(report: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(inline SVG, problem): the small-multiples figure; a figure that cannot be drawn leaves a note, not a
+    failure (the tables carry every number)."""
+    try:
+        from asyncodebench.reports.plots import resolution_svg
+
+        return resolution_svg(report["predictions"]), None
+    except Exception as exc:  # matplotlib or fonts missing or broken
+        return None, f"The figure could not be drawn ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})."
+
+
+def render_report(report: dict[str, Any], artifacts_base: str = "") -> str:
+    """The page for one report.json; `artifacts_base` is the run folder relative to where the page is written."""
+    figure, figure_problem = resolution_figure(report)
+    run = report["run"]
+    return render(
+        "report.html.j2", report=report, run=run, counts=report["counts"], headline=HEADLINE,
+        summary=headline_rows(report), predictions=prediction_rows(report, artifacts_base),
+        infrastructure=[p for p in report["predictions"] if p["status"] != "evaluated"],
+        dependencies=dependency_sections(report), figure=figure, figure_problem=figure_problem,
+        dataset_text=dataset_source(run["dataset"]).replace("`", ""), settings=settings_items(run.get("settings") or {}),
+        images=image_rows(run), baselines=sorted((run.get("baselines") or {}).items()),
+        has_contracts=bool(run.get("dependency_points")),
+    )
+
+
+def write_report_html(report: dict[str, Any], path: Path, run_dir: Path | None = None) -> Path:
+    """Write the page to `path` atomically; links to artifacts point at `run_dir` (default: the page's folder)."""
+    from asyncodebench.run.store import write_atomic
+
+    base = ""
+    if run_dir is not None and run_dir.resolve() != path.parent.resolve():
+        base = Path(os.path.relpath(run_dir.resolve(), path.parent.resolve())).as_posix() + "/"
+    write_atomic(path, render_report(report, base))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="a run folder, or its report.json")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="where to write (default: <run>/report.html)")
+    args = parser.parse_args(argv)
+    source = args.run / "report.json" if args.run.is_dir() else args.run
+    try:
+        report = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read {source}: {exc}", file=sys.stderr)
+        return 2
+    output = args.output or source.parent / "report.html"
+    write_report_html(report, output, run_dir=source.parent)
+    print(output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
