@@ -1,0 +1,217 @@
+"""Paired comparisons between (model, protocol) cells of one or more runs, over the tasks both cells scored.
+
+A cell's value on a task is the mean of its evaluated predictions of that task (repeated runs averaged, as in the
+report); infrastructure errors and unmeasured metrics (null) give no value, so that task is not paired. Three views:
+
+- protocols: for each model, each protocol against `single`;
+- models: for each protocol, each pair of different models;
+- runs: the same (model, protocol) cell in a later run against the first run that has it.
+
+Each comparison gives, per metric, the mean of the per-task differences (b - a) with a paired bootstrap interval and
+the sign and Wilcoxon signed-rank tests (`reports.paired`), with the number of tasks paired. Runs made on different
+dataset revisions are not comparable task by task; `check_datasets` says so and the caller refuses them unless told.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from asyncodebench.dataset.validation import validator
+from asyncodebench.reports.paired import paired
+from asyncodebench.scoring.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+
+COMPARE_SCHEMA_VERSION = "1.0"
+BASELINE_PROTOCOL = "single"
+# name -> (per-prediction field of report.json, True when higher is better, unit shown)
+METRICS = {
+    "fsr": ("final_success", True, "share"),
+    "pass_rate": ("pass_rate", True, "share"),
+    "adpr": ("adpr", True, "share"),
+    "drs_penalized": ("drs_penalized_mean", False, "steps"),
+    "dre": ("dre_mean", True, "share"),
+    "cail_penalized": ("cail_penalized_mean", False, "steps"),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str  # how tables name the run: its run id, or its folder when two runs share an id
+    path: str  # the report.json read
+    report: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Cell:
+    run: str  # the run's label
+    model: str
+    protocol: str
+    subject: str  # the model as tables name it: with "@ run" when the same model is in several runs
+
+
+def load_run(path: Path) -> Run:
+    """A run folder or a report.json. Raises OSError or ValueError when it cannot be read as a report."""
+    source = path / "report.json" if path.is_dir() else path
+    report = json.loads(source.read_text(encoding="utf-8"))
+    if not isinstance(report, dict) or not {"run", "predictions"} <= report.keys():
+        raise ValueError(f"{source} is not a run report (no run or predictions)")
+    return Run(label=report["run"]["run_id"], path=str(source), report=report)
+
+
+def label_runs(runs: list[Run]) -> list[Run]:
+    """Runs sharing a run id are named by their report's path instead."""
+    ids = [r.label for r in runs]
+    return [r if ids.count(r.label) == 1 else Run(r.path, r.path, r.report) for r in runs]
+
+
+def dataset_identity(report: dict[str, Any]) -> str:
+    """What must match for two runs to be paired task by task: the Hub dataset at its resolved commit (the
+    revision when the commit is unknown), or the content digest of a local folder's Parquet files."""
+    dataset = report["run"]["dataset"]
+    if dataset.get("source") == "local_folder":
+        return f"local folder with content {dataset.get('content_sha256')}"
+    revision = dataset.get("resolved_commit") or f"revision {dataset.get('revision')}"
+    return f"{dataset.get('id')} at {revision}"
+
+
+def check_datasets(runs: list[Run], allow_mixed: bool) -> dict[str, Any]:
+    """Whether every run used the same dataset; the message names each run's when they differ."""
+    identities = {run.label: dataset_identity(run.report) for run in runs}
+    same = len(set(identities.values())) <= 1
+    if same:
+        message = f"All runs used the same dataset: {next(iter(identities.values()), 'none')}."
+    else:
+        listed = "; ".join(f"{label}: {identity}" for label, identity in identities.items())
+        message = (f"The runs used different datasets ({listed}). "
+                   + ("Compared anyway (--allow-different-datasets): a task may not be the same task in both runs."
+                      if allow_mixed else "Refused: rerun on one revision, or pass --allow-different-datasets."))
+    return {"consistent": same, "allowed_mixed": bool(allow_mixed and not same), "identities": identities,
+            "message": message}
+
+
+def task_values(runs: list[Run]) -> dict[Cell, dict[str, dict[str, float]]]:
+    """Per cell, per metric, per task: the mean over the cell's evaluated predictions of that task."""
+    owners: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        for p in run.report["predictions"]:
+            owners[p["model_name_or_path"]].add(run.label)
+    raw: dict[Cell, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for run in runs:
+        for p in run.report["predictions"]:
+            model = p["model_name_or_path"]
+            subject = model if len(owners[model]) == 1 else f"{model} @ {run.label}"
+            cell = Cell(run.label, model, p["protocol"], subject)
+            raw[cell]  # a cell whose predictions all hit infrastructure errors still appears, with no tasks
+            if p["status"] != "evaluated":
+                continue
+            for name, (field, _, _) in METRICS.items():
+                if p.get(field) is not None:
+                    raw[cell][name][p["task_id"]].append(float(p[field]))
+    return {cell: {name: {task: fmean(v) for task, v in tasks.items()} for name, tasks in metrics.items()}
+            for cell, metrics in raw.items()}
+
+
+def compare_cells(a: Cell, b: Cell, values: dict[Cell, dict[str, dict[str, float]]], view: str) -> list[dict]:
+    """One record per metric: b against a over the tasks both scored."""
+    records = []
+    for name, (_, higher_is_better, unit) in METRICS.items():
+        va, vb = values[a].get(name, {}), values[b].get(name, {})
+        shared = sorted(va.keys() & vb.keys())
+        result = paired([vb[t] - va[t] for t in shared])
+        records.append({
+            "view": view, "metric": name, "unit": unit, "higher_is_better": higher_is_better,
+            "a": asdict(a), "b": asdict(b),
+            "mean_a": fmean(va[t] for t in shared) if shared else None,
+            "mean_b": fmean(vb[t] for t in shared) if shared else None,
+            "tasks_only_a": len(va.keys() - vb.keys()), "tasks_only_b": len(vb.keys() - va.keys()),
+            **asdict(result),
+        })
+    return records
+
+
+def comparisons(values: dict[Cell, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    cells = sorted(values, key=lambda c: (c.subject, c.protocol))
+    records: list[dict[str, Any]] = []
+    by_subject: dict[str, dict[str, Cell]] = defaultdict(dict)
+    for cell in cells:
+        by_subject[cell.subject][cell.protocol] = cell
+    for subject, protocols in by_subject.items():
+        if BASELINE_PROTOCOL in protocols:
+            for protocol, cell in protocols.items():
+                if protocol != BASELINE_PROTOCOL:
+                    records += compare_cells(protocols[BASELINE_PROTOCOL], cell, values, "protocols")
+    by_protocol: dict[str, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_protocol[cell.protocol].append(cell)
+    for protocol, members in sorted(by_protocol.items()):
+        for a, b in combinations(members, 2):
+            if a.model != b.model:  # the same model in two runs is the runs view's
+                records += compare_cells(a, b, values, "models")
+    by_key: dict[tuple[str, str], list[Cell]] = defaultdict(list)
+    for cell in values:  # in the order the runs were given
+        by_key[(cell.model, cell.protocol)].append(cell)
+    for members in by_key.values():
+        for later in members[1:]:
+            records += compare_cells(members[0], later, values, "runs")
+    return records
+
+
+def cell_rows(values: dict[Cell, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """Each cell with the tasks it scored and its mean per metric over them (its own tasks, not paired)."""
+    rows = []
+    for cell in sorted(values, key=lambda c: (c.subject, c.protocol)):
+        metrics = values[cell]
+        rows.append({**asdict(cell), "tasks": len(metrics.get("pass_rate", {})),
+                     **{name: fmean(metrics[name].values()) if metrics.get(name) else None for name in METRICS}})
+    return rows
+
+
+def compare_runs(runs: list[Run], allow_mixed: bool = False) -> dict[str, Any]:
+    """The whole comparison record (compare.json, checked against schemas/compare.schema.json). Raises ValueError, with the check's message, when the runs used
+    different datasets and `allow_mixed` is false."""
+    runs = label_runs(runs)
+    check = check_datasets(runs, allow_mixed)
+    if not check["consistent"] and not allow_mixed:
+        raise ValueError(check["message"])
+    values = task_values(runs)
+    record = {
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "runs": [{"label": r.label, "report": r.path, "run_id": r.report["run"]["run_id"],
+                  "dataset": r.report["run"]["dataset"], "tool_version": r.report["run"]["tool"]["version"],
+                  "predictions": len(r.report["predictions"])} for r in runs],
+        "dataset_check": check,
+        "method": {"difference": "b - a, per task, over the tasks both cells scored",
+                   "interval": f"95% percentile bootstrap of the mean difference, {BOOTSTRAP_RESAMPLES} resamples "
+                               f"of tasks, seed {BOOTSTRAP_SEED}",
+                   "tests": "two-sided exact sign test and Wilcoxon signed-rank test (average ranks for ties, "
+                            "exact permutation distribution up to 50 tasks); zero differences are left out of both",
+                   "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED},
+        "metrics": {name: {"field": field, "higher_is_better": better, "unit": unit}
+                    for name, (field, better, unit) in METRICS.items()},
+        "cells": cell_rows(values),
+        "comparisons": comparisons(values),
+    }
+    validator("compare").validate(record)  # a failure here is a bug of this module, not of the runs
+    return record
+
+
+def csv_text(record: dict[str, Any]) -> str:
+    """compare.csv: one line per comparison and metric, cells spelled out in columns."""
+    buffer = io.StringIO()
+    rows = [{"view": c["view"], "metric": c["metric"],
+             **{f"a_{k}": c["a"][k] for k in ("run", "model", "protocol")},
+             **{f"b_{k}": c["b"][k] for k in ("run", "model", "protocol")},
+             **{k: v for k, v in c.items() if k not in ("view", "metric", "a", "b")}}
+            for c in record["comparisons"]]
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return buffer.getvalue()

@@ -1,0 +1,64 @@
+"""compare.html: the paired comparisons of `reports.compare` as one self-contained page (tables per view)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncodebench.reports import htmlsvg
+from asyncodebench.reports.htmlpage import render
+
+VIEWS = (
+    ("protocols", "Protocols against single",
+     "For each model: each protocol (b) against the same model's single agent (a).", ("model", "protocol b")),
+    ("models", "Models against each other", "For each protocol: each pair of models, b against a.",
+     ("protocol", "model a", "model b")),
+    ("runs", "The same cell across runs", "The same (model, protocol) in a later run (b) against the first run (a).",
+     ("model", "protocol", "run a", "run b")),
+)
+
+
+def keys(view: str, record: dict[str, Any]) -> list[str]:
+    """The cells that name one comparison of a view, in the order of the view's headers."""
+    a, b = record["a"], record["b"]
+    if view == "protocols":
+        return [a["subject"], b["protocol"]]
+    if view == "models":
+        return [a["protocol"], a["subject"], b["subject"]]
+    return [a["model"], a["protocol"], a["run"], b["run"]]
+
+
+def _scale(record: dict[str, Any]) -> float:
+    """Shares are shown in percentage points, steps as they are."""
+    return 100 if record["unit"] == "share" else 1
+
+
+def verdict(record: dict[str, Any]) -> str:
+    """Which side the interval puts b on: better, worse, or neither (the interval holds 0)."""
+    if record["ci_low"] is None:
+        return "no tasks paired"
+    if record["ci_low"] <= 0 <= record["ci_high"]:
+        return "CI holds 0"
+    up = record["ci_low"] > 0
+    return "b better" if up == record["higher_is_better"] else "b worse"
+
+
+def view_rows(view: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of one view's table with what the template shows; glyph axes shared per unit so rows compare."""
+    reach = {unit: max([abs(r[k]) for r in records if r["unit"] == unit and r["ci_low"] is not None
+                        for k in ("ci_low", "ci_high")] + [1e-9]) for unit in ("share", "steps")}
+    reach["share"] = 1.0  # a share moves at most 100 points either way: one fixed axis
+    rows = []
+    for r in records:
+        scale, span = _scale(r), reach[r["unit"]]
+        rows.append({**r, "scale": scale, "verdict": verdict(r), "names": keys(view, r),
+                     "glyph": htmlsvg.interval_glyph(r["mean_difference"], r["ci_low"], r["ci_high"], -span, span,
+                                                     zero=0)})
+    return rows
+
+
+def render_compare(record: dict[str, Any]) -> str:
+    views = [{"id": view, "title": title, "text": text, "headers": headers,
+              "rows": view_rows(view, [c for c in record["comparisons"] if c["view"] == view])}
+             for view, title, text, headers in VIEWS]
+    return render("compare.html.j2", record=record, views=views, check=record["dataset_check"],
+                  cells=record["cells"], metrics=list(record["metrics"]))

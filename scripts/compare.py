@@ -1,0 +1,82 @@
+"""Paired comparisons of evaluation runs, task by task.
+
+    python scripts/compare.py RUN_DIR [RUN_DIR ...] -o compare.html [--json] [--allow-different-datasets]
+
+Reads each run's report.json and compares (model, protocol) cells over the tasks both scored: each protocol against
+`single` for the same model, each pair of models under the same protocol, and the same cell across runs. Per metric
+(FSR, pass rate, ADPR, DRS, DRE, CAIL): the mean difference with a 95% paired bootstrap interval (10,000 resamples
+of tasks, seed 42), the exact sign and Wilcoxon signed-rank tests, and the number of tasks paired.
+
+Writes the page (-o, default compare.html) with compare.csv and compare.json beside it (same name, other suffix);
+--json prints the JSON record instead of the short summary. Runs on different dataset revisions (or local folders
+with other contents) are refused unless --allow-different-datasets is given; the outputs then say so.
+
+Exit codes: 0 written; 2 bad arguments (a run folder without a readable report.json, runs on different datasets
+without the flag, an output folder that cannot be written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from asyncodebench import cli
+from asyncodebench.reports.compare import compare_runs, csv_text, load_run
+from asyncodebench.reports.htmlcompare import render_compare
+from asyncodebench.run.store import write_atomic, write_json
+
+EXIT_OK, EXIT_BAD_ARGUMENTS = 0, 2
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders (or their report.json files)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("compare.html"),
+                        help="the HTML page; compare.csv and compare.json are written beside it")
+    parser.add_argument("--json", action="store_true", help="print the JSON record on standard output")
+    parser.add_argument("--allow-different-datasets", action="store_true",
+                        help="compare runs made on different dataset revisions (the outputs say so)")
+    args = parser.parse_args(argv)
+    if args.output.suffix.lower() != ".html":
+        parser.error(f"-o {args.output}: give a .html file name (compare.csv and compare.json go beside it)")
+    problem = cli.writable_folder_problem(args.output.parent if str(args.output.parent) else Path("."))
+    if problem:
+        parser.error(f"-o: {problem}; give a folder you can write in")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    runs = []
+    for path in args.runs:
+        try:
+            runs.append(load_run(path))
+        except (OSError, ValueError) as exc:
+            print(f"error: {path}: cannot read a run report ({exc}); give a run folder holding report.json",
+                  file=sys.stderr)
+            return EXIT_BAD_ARGUMENTS
+    try:
+        record = compare_runs(runs, allow_mixed=args.allow_different_datasets)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
+    write_json(args.output.with_suffix(".json"), record)
+    write_atomic(args.output.with_suffix(".csv"), csv_text(record))
+    write_atomic(args.output, render_compare(record))
+    if args.json:
+        print(json.dumps(record, indent=2))
+    else:
+        views = {}
+        for c in record["comparisons"]:
+            views[c["view"]] = views.get(c["view"], 0) + 1
+        print(record["dataset_check"]["message"])
+        print(f"{len(record['cells'])} cells; comparisons (x {len(record['metrics'])} metrics): "
+              + (", ".join(f"{view} {count // len(record['metrics'])}" for view, count in views.items()) or "none"))
+        print(f"compare: {args.output} (CSV and JSON beside it)")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
