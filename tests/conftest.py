@@ -295,3 +295,36 @@ def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun])
     run.extra.update(sampler=sampler, processes_after=host_process_count(), lines=lines,
                      containers_left=run_containers("shared-demo"), escape_file_exists=escape.exists())
     yield run
+
+
+class RebuiltDemo(NamedTuple):
+    """The demo task's image rebuilt from its recipe by scripts/build_task_image.py, and what the build left."""
+
+    map_path: Path  # the image map the build wrote
+    pinned_ref: str  # what the build printed
+    entry: dict[str, Any]  # the map's entry for the demo task
+    repo: Path  # the git repository built from: the base commit and, after it, the complete code
+    reference: str  # the commit holding the complete code (the gold patch applied)
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def rebuilt_demo(demo_dataset: DemoDataset, tmp_path_factory: pytest.TempPathFactory) -> RebuiltDemo:
+    """One rebuild of the demo image on the offline Debian base, shared by the image-map and validation tests."""
+    from asyncodebench.images.demo import make_base_repo
+
+    scratch = tmp_path_factory.mktemp("rebuilt-demo")
+    repo = scratch / "minicache"
+    make_base_repo(repo)
+    git = ["git", "-C", str(repo), "-c", "user.name=AsynCodeBench tests", "-c", "user.email=tests@invalid"]
+    subprocess.run([*git, "apply", str(DEMO_DIR / "patches" / "gold.patch")], check=True)
+    subprocess.run([*git, "commit", "--quiet", "--all", "--no-verify", "-m", "the complete code"], check=True)
+    reference = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    map_path = scratch / "rebuilt-images.json"
+    built = subprocess.run([sys.executable, str(SCRIPTS / "build_task_image.py"), DEMO_TASK_ID, "--repo", str(repo),
+                            "--base", "local", "--map", str(map_path)],
+                           capture_output=True, text=True, env=script_env(), timeout=900)
+    if built.returncode != 0:
+        pytest.fail(f"build_task_image.py failed (exit {built.returncode}):\n{built.stderr[-3000:]}", pytrace=False)
+    entry = json.loads(map_path.read_text())["images"][DEMO_TASK_ID]
+    return RebuiltDemo(map_path, built.stdout.strip(), entry, repo, reference, built.stderr)

@@ -10,27 +10,19 @@ from typing import Any
 
 import pytest
 
-from asyncodebench.images.demo import push_image
-from conftest import DEMO_DIR, DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, prediction, script_env
+from conftest import DEMO_DIR, DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, RebuiltDemo, prediction, script_env
 
 GOLD = (DEMO_DIR / "patches" / "gold.patch").read_text()
 
 
 def _map(pinned_ref: str, task_id: str = DEMO_TASK_ID) -> dict[str, Any]:
-    return {"schema_version": "1", "images": {task_id: {
-        "pinned_ref": pinned_ref, "provenance": "rebuilt", "recipe_sha256": "1" * 64,
-        "base_image_digest": "sha256:" + "2" * 64, "built_at": "2026-11-30T12:00:00+00:00"}}}
+    return {"schema_version": "1", "images": {task_id: {"pinned_ref": pinned_ref, "provenance": "rebuilt"}}}
 
 
 @pytest.fixture(scope="module")
-def rebuilt_map(demo_dataset: DemoDataset, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The demo image pushed again under another repository, as a rebuild would be, and a map naming it."""
-    repository = demo_dataset.pinned_ref.split("@", 1)[0] + "-rebuilt"
-    subprocess.run(["docker", "tag", demo_dataset.pinned_ref, f"{repository}:v0"], check=True)
-    ref = f"{repository}@{push_image(f'{repository}:v0')}"
-    path = tmp_path_factory.mktemp("image-map") / "images.json"
-    path.write_text(json.dumps(_map(ref)))
-    return path, ref
+def rebuilt_map(rebuilt_demo: RebuiltDemo) -> tuple[Path, str]:
+    """The image map scripts/build_task_image.py wrote for the demo image it rebuilt from the recipe."""
+    return rebuilt_demo.map_path, rebuilt_demo.pinned_ref
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +33,14 @@ def mapped_run(demo_dataset: DemoDataset, rebuilt_map: tuple[Path, str], evaluat
 
 @pytest.mark.docker
 def test_results_and_report_say_which_image_ran(mapped_run: EvalRun, rebuilt_map: tuple[Path, str],
-                                                 demo_dataset: DemoDataset) -> None:
+                                                 rebuilt_demo: RebuiltDemo, demo_dataset: DemoDataset) -> None:
     assert mapped_run.returncode == 0, mapped_run.stderr[-2000:]
     result = mapped_run.result("gold-on-rebuilt")
     assert result["image"] == {"pinned_ref": rebuilt_map[1], "provenance": "rebuilt"}
     assert (result["final_success"], result["pass_rate"]) == (True, 1.0)
     source = mapped_run.report["run"]["image_sources"][DEMO_TASK_ID]
-    assert (source["pinned_ref"], source["provenance"], source["recipe_sha256"]) == (rebuilt_map[1], "rebuilt",
-                                                                                     "1" * 64)
+    assert (source["pinned_ref"], source["provenance"], source["recipe_sha256"]) == (
+        rebuilt_map[1], "rebuilt", rebuilt_demo.entry["recipe_sha256"])
     assert mapped_run.row("gold-on-rebuilt")["image_provenance"] == "rebuilt"
     markdown = (mapped_run.run_dir / "report.md").read_text()
     assert "## Images other than the official ones" in markdown and rebuilt_map[1] in markdown

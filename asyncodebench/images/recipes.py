@@ -100,7 +100,7 @@ def load(task_id: str, data_dir: Path = DATA_DIR) -> Recipe:
     unknown = sorted(set(raw) - RECIPE_KEYS)
     if unknown:
         raise RecipeError(f"{path}: unknown key(s) {unknown}; a recipe has {sorted(RECIPE_KEYS)}")
-    if not re.fullmatch(r"3\.\d+", str(raw.get("python", ""))):
+    if not isinstance(raw.get("python"), str) or not re.fullmatch(r"3\.\d+", raw["python"]):
         raise RecipeError(f"{path}: `python` must be a version like \"3.10\" (quoted), got {raw.get('python')!r}")
     requirements = tuple(raw.get("requirements") or ())
     loose = [r for r in requirements if not PINNED.match(str(r))]

@@ -1,0 +1,129 @@
+"""Task images rebuilt from recipes: build, push, pin, reproducibility, the image map and validation.
+
+CI cannot reach GitHub, so the path is exercised on the demo task: its repository is a local git repository with
+the base commit and, after it, the complete code (the gold patch), which stands in for a Commit0 repository's
+parent commit. The 15 real tasks are covered by scripts/fidelity_table.py and the README's fidelity table.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from asyncodebench.images import recipes
+from conftest import DEMO_DIR, DEMO_TASK_ID, SCRIPTS, DemoDataset, RebuiltDemo, script_env, write_variant_dataset
+
+COMMIT0_TASKS = sorted(p.stem for p in (DEMO_DIR.parent / "tasks").glob("*.yaml")
+                       if not p.name.endswith((".image.yaml", ".audit.yaml"))
+                       and yaml.safe_load(p.read_text())["source_task_id"].startswith("commit0:"))
+
+
+def _script(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True,
+                          env=script_env(), timeout=timeout)
+
+
+def _validate(dataset: Path, rebuilt: RebuiltDemo, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return _script("validate_task_image.py", DEMO_TASK_ID, "--images", str(rebuilt.map_path), "--dataset",
+                   str(dataset), "--repo", str(rebuilt.repo), "--out", str(out), "--timeout", "20",
+                   "--probe-timeout", "10", *extra)
+
+
+def test_every_commit0_task_has_a_recipe_and_tvm_has_none() -> None:
+    assert len(COMMIT0_TASKS) == 15
+    assert recipes.all_task_ids() == [f"asyncodebench:{name}" for name in COMMIT0_TASKS]
+    for task_id in recipes.all_task_ids():
+        recipe = recipes.load(task_id)
+        assert {r.split("==")[0] for r in recipe.requirements} >= {"pytest", "pytest-json-report"}
+    with pytest.raises(recipes.RecipeError, match="no image recipe"):
+        recipes.load("asyncodebench:apache-tvm-20018")
+
+
+@pytest.mark.parametrize("recipe, message", [
+    ("python: '3.10'\nrequirements: ['pytest>=8', 'pytest-json-report==1.5.0']\n", "must be pinned"),
+    ("python: '3.10'\nrequirements: ['pytest==8.4.2']\n", "lack ['pytest-json-report']"),
+    ("python: 3.10\nrequirements: ['pytest==8.4.2', 'pytest-json-report==1.5.0']\n", "must be a version"),
+    ("python: '3.10'\nrequirements: []\nbase: debian\n", "unknown key(s) ['base']"),
+], ids=["loose-pin", "no-json-report", "python-as-float", "unknown-key"])
+def test_a_bad_recipe_says_what_is_wrong(tmp_path: Path, recipe: str, message: str) -> None:
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "task.yaml").write_text((DEMO_DIR / "task.yaml").read_text())
+    (tmp_path / "demo" / "task.image.yaml").write_text(recipe)
+    with pytest.raises(recipes.RecipeError) as raised:
+        recipes.load(DEMO_TASK_ID, tmp_path)
+    assert message in str(raised.value)
+
+
+@pytest.mark.docker
+def test_the_build_pushes_pins_and_records_the_image(rebuilt_demo: RebuiltDemo) -> None:
+    ref = rebuilt_demo.pinned_ref
+    assert ref.startswith("127.0.0.1:") and "/asyncodebench/minicache@sha256:" in ref
+    entry = rebuilt_demo.entry
+    assert entry["pinned_ref"] == ref and entry["provenance"] == "rebuilt"
+    assert entry["recipe_sha256"] == recipes.load(DEMO_TASK_ID).digest()
+    assert entry["base_image"].startswith("asyncodebench/task-base:bookworm-")
+    base_id = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", entry["base_image"]],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert entry["base_image_digest"] == base_id
+    assert entry["python_version"].startswith("3.11.")  # Debian's Python on the offline base
+    # The image holds the base commit alone: the complete code of the next commit never reaches it.
+    log = subprocess.run(["docker", "run", "--rm", "--network=none", ref, "git", "log", "--format=%H"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert log == [recipes.load(DEMO_TASK_ID).base_revision]
+    assert subprocess.run(["docker", "run", "--rm", "--network=none", ref, "git", "cat-file", "-e",
+                           rebuilt_demo.reference], capture_output=True).returncode != 0
+
+
+@pytest.mark.docker
+def test_a_cold_rebuild_gives_the_same_content(rebuilt_demo: RebuiltDemo, tmp_path: Path) -> None:
+    again = _script("build_task_image.py", DEMO_TASK_ID, "--repo", str(rebuilt_demo.repo), "--base", "local",
+                    "--map", str(tmp_path / "map.json"), "--no-cache")
+    assert again.returncode == 0, again.stderr[-3000:]
+    entry = json.loads((tmp_path / "map.json").read_text())["images"][DEMO_TASK_ID]
+    assert entry["content_sha256"] == rebuilt_demo.entry["content_sha256"]
+    assert entry["recipe_sha256"] == rebuilt_demo.entry["recipe_sha256"]
+
+
+@pytest.mark.docker
+def test_validation_matches_the_recorded_counts(demo_dataset: DemoDataset, rebuilt_demo: RebuiltDemo,
+                                                tmp_path: Path) -> None:
+    done = _validate(demo_dataset.path, rebuilt_demo, tmp_path, "--reference-revision", rebuilt_demo.reference,
+                     "--repeat", "2")
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout
+    record = json.loads((tmp_path / "minicache.json").read_text())
+    assert record["image"] == rebuilt_demo.pinned_ref and record["provenance"] == "rebuilt"
+    assert record["counts_match"] is True and record["repeat"] == 2
+    base, reference = record["states"]["base"], record["states"]["reference"]
+    assert base["counts"] == [{"collected": 25, "passed": 7, "failed": 18, "errors": 0, "skipped": 0}] * 2
+    assert reference["counts"] == [{"collected": 25, "passed": 25, "failed": 0, "errors": 0, "skipped": 0}] * 2
+    assert not any(s[k] for s in (base, reference) for k in ("flaky_tests", "flaky_selectors"))
+    groups = [g for point in record["dependency_points"] for g in point["groups"].values()]
+    assert len(groups) == 9 and all(g["discriminates"] for g in groups)
+    assert "| base | 25/7/18/0/0 | 25/7/18/0/0 | yes |" in (tmp_path / "minicache.md").read_text()
+
+
+@pytest.mark.docker
+def test_validation_fails_on_wrong_recorded_counts(demo_dataset: DemoDataset, rebuilt_demo: RebuiltDemo,
+                                                   tmp_path: Path) -> None:
+    task = yaml.safe_load((DEMO_DIR / "task.yaml").read_text())
+    wrong = [dict(s, passed=s["passed"] + 1, failed=s["failed"] - 1) if s["evidence_scope"] == "public_initial_state"
+             else s for s in task["expected_test_counts"]]
+    dataset = write_variant_dataset(tmp_path / "dataset", demo_dataset.digest, [{"expected_test_counts": wrong}])
+    done = _validate(dataset, rebuilt_demo, tmp_path / "out", "--reference-revision", rebuilt_demo.reference,
+                     "--repeat", "1")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "| base | 25/7/18/0/0 | 25/8/17/0/0 | **no** |" in done.stdout
+    assert "Counts match the record: no." in done.stdout
+
+
+@pytest.mark.docker
+def test_a_base_without_parent_needs_the_reference_revision(demo_dataset: DemoDataset, tmp_path: Path,
+                                                            rebuilt_demo: RebuiltDemo) -> None:
+    # The demo's base commit is a root commit: there is no parent to take the complete code from.
+    done = _validate(demo_dataset.path, rebuilt_demo, tmp_path)
+    assert done.returncode == 3 and "--reference-revision" in done.stderr and "Traceback" not in done.stderr
