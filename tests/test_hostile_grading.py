@@ -189,6 +189,7 @@ def test_evaluated_code_runs_unprivileged_on_a_read_only_bounded_filesystem(host
     for target in ("/testbed/planted.txt", "/tmp/planted.txt"):
         assert f"ISOLATION writable {target}" in output, target
     assert "ISOLATION uid=65534" in output
+    assert "ISOLATION exec /tmp ran" in output and "ISOLATION exec /testbed ran" in output
     limits = [line.split() for line in output.splitlines() if line.startswith("ISOLATION limits")]
     assert len(limits) == 3
     for _, _, mount, size, inodes in limits:

@@ -133,7 +133,9 @@ class Sandbox:
                 network_mode="none", mem_limit=limits.memory, memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids, working_dir=workdir,
                 read_only=True, mounts=mounts,
-                tmpfs={"/tmp": f"size={limits.tmp},nr_inodes={limits.inodes},mode=1777"},
+                # Docker mounts a tmpfs noexec by default; test suites run scripts they write there (cookiecutter's
+                # hooks), as upstream allows, and the work tree is executable anyway.
+                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp},nr_inodes={limits.inodes},mode=1777"},
                 security_opt=["no-new-privileges"], cap_drop=["NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"],
                 ulimits=[Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes)],
                 entrypoint=[],

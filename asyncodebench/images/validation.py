@@ -12,6 +12,7 @@ outcome differs between the runs is listed with how often each outcome came.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any, Callable
 from asyncodebench.harness.evaluation import Evidence, Settings, evaluate_patch
 from asyncodebench.harness.probes import selector_results
 from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
-from asyncodebench.images.task_build import BuildError, git, mirror
+from asyncodebench.images.task_build import BuildError, fetch, git
 from asyncodebench.scoring.grading import SelectorResult, group_state, normalize_report
 
 STATES = ("base", "reference")
@@ -45,8 +46,11 @@ def reference_patch(repo: str, cache: Path, base: str, reference: str | None,
     Raises:
         BuildError: the repository or a revision cannot be had; a base without a parent needs `reference`.
     """
-    git_dir = mirror(repo, cache)
-    rev = reference or f"{base}^"
+    git_dir = fetch(repo, base, cache, depth=2)  # the base and its parent
+    rev = f"{base}^"
+    if reference:
+        fetch(repo, reference, cache)  # a name (not a commit id) is then what the fetch brought: FETCH_HEAD
+        rev = reference if re.fullmatch(r"[0-9a-f]{40}", reference) else "FETCH_HEAD"
     try:
         resolved = git("--git-dir", str(git_dir), "rev-parse", "--verify", f"{rev}^{{commit}}")
     except BuildError as exc:
@@ -139,7 +143,11 @@ def validate(client: Any, spec: TaskSpec, reference: tuple[str, bytes], complete
             "flaky_tests": flaky(runs[state], "tests"),
             "flaky_selectors": flaky(runs[state], "selectors"),
             "evaluator_seconds": [round(r.seconds, 2) for r in runs[state]],
+            "selectors": runs[state][0].selectors,  # the first run's; changes between runs are listed above
         }
+    # What keeps the reference state from the recorded completed counts, test by test (first run).
+    states["reference"]["tests_not_passing"] = {n: o for n, o in runs["reference"][0].tests.items()
+                                                if o not in ("passed", "skipped", "xfailed")}
     matched = all(states[s]["matches_recorded"] is True for s in STATES)
     return {
         "task_id": spec.task_id, "image": spec.pinned_ref, "provenance": spec.image_provenance,
