@@ -45,6 +45,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                      "(default: the row's repository_url)")
     parser.add_argument("--reference-revision", default=None,
                         help="the commit holding the complete code (default: the base revision's parent)")
+    parser.add_argument("--reference-scope", choices=("writable", "all"), default="writable",
+                        help="which files the reference patch restores: the task's writable paths (the default, "
+                             "what agents can reach) or every file (tells image problems from tasks whose "
+                             "complete code lies partly outside the writable paths)")
     parser.add_argument("--repeat", type=cli.positive_int, default=3, help="runs per state (default 3)")
     parser.add_argument("--out", type=Path, default=Path("build/validation"), help="folder for <name>.json/.md")
     parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout of the upstream repository "
@@ -73,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             return 3
     if args.no_overlays:
         spec = validation.without_overlays(spec)
-    paths = tuple(dict.fromkeys([*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
+    paths = () if args.reference_scope == "all" else tuple(dict.fromkeys(
+        [*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
     try:
         reference = validation.reference_patch(args.repo or row["repository_url"], cache_dir(), spec.base_revision,
                                                args.reference_revision, paths)
@@ -98,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 3
     record["overlays_listed"] = len(row["overlays"])
-    name = spec.task_id.split(":", 1)[1]
+    record["reference_scope"] = args.reference_scope
+    name = spec.task_id.split(":", 1)[1] + ("" if args.reference_scope == "writable" else ".all-files")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     text = validation.markdown(record)

@@ -57,7 +57,7 @@ def reference_patch(repo: str, cache: Path, base: str, reference: str | None,
         raise BuildError(f"cannot resolve the reference revision {rev} in {repo}; give --reference-revision "
                          f"(the commit holding the complete code): {exc}") from exc
     diff = git("--git-dir", str(git_dir), "diff", "--binary", "--no-color", "--no-ext-diff", base, resolved,
-                "--", *paths)
+                *(("--", *paths) if paths else ()))
     return resolved, (diff + "\n").encode() if diff else b""
 
 
@@ -105,7 +105,8 @@ def discrimination(spec: TaskSpec, base: list[StateRun], reference: list[StateRu
                 continue
             passed = {name: [group_state(selectors, _results(r.selectors)).passed for r in runs]
                       for name, runs in (("base", base), ("reference", reference))}
-            groups[group] = {"selectors": len(selectors),
+            always = [sel for sel in selectors if all(r.selectors.get(sel) == "passed" for r in base)]
+            groups[group] = {"selectors": len(selectors), "selectors_passing_at_base": always,
                              "passes_at_base": _all_or_mixed(passed["base"]),
                              "passes_at_reference": _all_or_mixed(passed["reference"]),
                              "discriminates": not any(passed["base"]) and all(passed["reference"])}
@@ -169,7 +170,8 @@ def markdown(record: dict[str, Any]) -> str:
     lines = [f"# Image validation: {record['task_id']}", "",
              f"Image `{record['image']}` ({record['provenance']}); base `{record['base_revision'][:12]}`, "
              f"reference `{record['reference_revision'][:12]}`; {record['repeat']} run(s) per state; "
-             f"{record['overlays_applied']} of {record['overlays_listed']} overlay(s) applied; "
+             f"{record['overlays_applied']} of {record['overlays_listed']} overlay(s) applied; reference restores "
+             f"{'every file' if record.get('reference_scope') == 'all' else 'the writable paths'}; "
              f"{record['seconds']} s.", "",
              "Counts are collected/passed/failed/errors/skipped.", "",
              "| state | measured (each run) | recorded | match |", "|---|---|---|---|"]
@@ -179,11 +181,12 @@ def markdown(record: dict[str, Any]) -> str:
         recorded = ", ".join(_fmt_counts(c) for c in s["recorded"]) or "none recorded"
         verdict = {True: "yes", False: "**no**", None: "nothing to compare"}[s["matches_recorded"]]
         lines.append(f"| {state} | {measured} | {recorded} | {verdict} |")
-    lines += ["", "| dependency point | group | selectors | passes at base | passes at reference | discriminates |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| dependency point | group | selectors (passing at base) | group passes at base | "
+                  "group passes at reference | discriminates |", "|---|---|---|---|---|---|"]
     for point in record["dependency_points"]:
         for group, g in point["groups"].items():
-            lines.append(f"| {point['dependency_id']} | {group} | {g['selectors']} | {g['passes_at_base']} | "
+            lines.append(f"| {point['dependency_id']} | {group} | {g['selectors']} "
+                         f"({len(g['selectors_passing_at_base'])}) | {g['passes_at_base']} | "
                          f"{g['passes_at_reference']} | {'yes' if g['discriminates'] else '**no**'} |")
     for state in STATES:
         for kind in ("flaky_tests", "flaky_selectors"):
