@@ -38,7 +38,7 @@ def _runs(values: list[Any]) -> list[tuple[int, int, Any]]:
 
 def timeline(steps: list[dict[str, Any]], columns: int) -> Markup:
     """Three lanes (upstream, downstream, integrated) over checkpoints 1..T, drawn `columns` wide so the rows of one
-    table line up. Filled: the group passes at that step; grey: it does not. Shaded columns are agent workspaces;
+    table line up. Filled: the group passes at that step; grey: it does not. Framed (dashed) columns are agent workspaces;
     the outlined integrated cell is the first integrated-workspace step where the contract holds."""
     width, height = LABEL + CELL * columns, 3 * (LANE + GAP)
     # aria-hidden: the same facts are in the row's cells as text (first U, D, I steps), so a screen reader has them.
@@ -52,10 +52,10 @@ def timeline(steps: list[dict[str, Any]], columns: int) -> Markup:
             parts.append(f'<rect class="{css if passed else "no"}" x="{LABEL + start * CELL + 1}" y="{y}" '
                          f'width="{length * CELL - 2}" height="{LANE}"/>')
     agent = [s["workspace_kind"] == "agent_workspace" for s in steps]
-    for start, length, is_agent in _runs(agent):  # a translucent wash over the lanes, so colours still read
+    for start, length, is_agent in _runs(agent):  # a dashed frame, so the cells' colours stay as they are
         if is_agent:
-            parts.append(f'<rect class="aw" x="{LABEL + start * CELL}" y="0" width="{length * CELL}" '
-                         f'height="{height}"/>')
+            parts.append(f'<rect class="aw" x="{LABEL + start * CELL + 0.5}" y="0.5" width="{length * CELL - 1}" '
+                         f'height="{height - 1}"/>')
     if resolved is not None:
         y = 2 * (LANE + GAP)
         parts.append(f'<rect class="first" x="{LABEL + (resolved - 1) * CELL + 0.5}" y="{y - 0.5}" '

@@ -18,7 +18,7 @@ from asyncodebench.scoring.metrics import CheckpointRecord, DependencyOutcome, D
 
 PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
 MODELS = ("synth-model-a", "synth-model-b", "synth-model-c")
-SKILL = {"synth-model-a": 0.45, "synth-model-b": 0.6, "synth-model-c": 0.75}  # chance a contract side is right
+SKILL = (0.45, 0.6, 0.75)  # chance that a contract holds at the end, by model (in turn)
 PROTOCOL_EFFECT = {"single": 0.05, "serial_specialists": 0.0, "async_private": -0.1, "caid_manager": -0.03,
                    "async_manager": 0.02}
 DATASET = {"source": "hub", "id": "PhilipZhang/AsynCodeBench", "revision": "v0.4.2",
@@ -77,8 +77,9 @@ def _trace(rng: random.Random, steps: list[tuple[str, str, str | None]], agents:
     return trace
 
 
-def _result(rng: random.Random, task: dict[str, Any], model: str, protocol: str, line: int) -> dict[str, Any]:
-    chance = min(0.95, max(0.05, SKILL[model] + PROTOCOL_EFFECT[protocol] - task["difficulty"]))
+def _result(rng: random.Random, task: dict[str, Any], model: str, skill: float, protocol: str,
+            line: int) -> dict[str, Any]:
+    chance = min(0.95, max(0.05, skill + PROTOCOL_EFFECT.get(protocol, 0.0) - task["difficulty"]))
     steps = _steps(protocol, task["agents"])
     trace = {p.dependency_id: _trace(rng, steps, task["agents"], p, chance) for p in task["dependencies"]}
     records = [CheckpointRecord(logical_step=n, checkpoint_type=kind, checkpoint_id=kind if kind == "final_integrated"
@@ -114,10 +115,10 @@ def synthetic_report(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
     rng = random.Random(seed)
     layout = task_layout(tasks, points)
     results = []
-    for model in models:
+    for number, model in enumerate(models):
         for protocol in protocols:
             for task in layout:
-                results.append(_result(rng, task, model, protocol, len(results) + 1))
+                results.append(_result(rng, task, model, SKILL[number % len(SKILL)], protocol, len(results) + 1))
     for result in results[len(results) - infrastructure_errors:]:
         for key in list(result):
             if key not in ("task_id", "protocol", "model_name_or_path", "prediction_run_id", "line"):
