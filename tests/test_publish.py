@@ -22,6 +22,9 @@ HUB_FILES = {
     "data/tasks/test-00000-of-00001.parquet",
     "data/scenarios/test-00000-of-00001.parquet",
     "data/dependencies/test-00000-of-00001.parquet",
+    # the pictures the card shows, so they are not broken on the Hub
+    "docs/screenshots/report-demo.png", "docs/screenshots/report-synthetic-timelines.png",
+    "docs/screenshots/compare-synthetic.png",
 }
 
 
@@ -63,7 +66,7 @@ def files_under(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
 
 
-def test_assemble_copies_exactly_the_card_parquet_license_notices_and_citation(tmp_path: Path) -> None:
+def test_assemble_copies_exactly_the_card_parquet_license_notices_citation_and_pictures(tmp_path: Path) -> None:
     listed = assemble(tmp_path / "hub")
     assert files_under(tmp_path / "hub") == HUB_FILES
     assert {f.path for f in listed} == HUB_FILES

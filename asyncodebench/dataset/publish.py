@@ -7,6 +7,7 @@ The Hub gets the card, the Parquet files, the license files and the citation; ne
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ def hub_files(root: Path = ROOT) -> list[Path]:
     """The files the Hub repository holds, relative to `root`."""
     files = [Path(name) for name in TOP_LEVEL_FILES]
     files += [Path("data") / config / PARQUET_NAME for config in FEATURES]
+    # The pictures the card shows by relative path, so they are not broken on the Hub.
+    readme = (root / "README.md").read_text(encoding="utf-8") if (root / "README.md").is_file() else ""
+    files += [Path(link) for link in dict.fromkeys(re.findall(r"!\[[^\]]*\]\(((?!https?:)[^)\s]+)\)", readme))]
     missing = [str(f) for f in files if not (root / f).is_file()]
     if missing:
         raise FileNotFoundError(f"cannot assemble the Hub folder, missing: {', '.join(missing)} (run `python AsynCodeBench.py`)")
