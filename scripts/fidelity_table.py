@@ -4,8 +4,8 @@
     python scripts/fidelity_table.py --base local --dataset . \\
         [--repo-pattern '/srv/mirrors/{name}.git'] [--tasks asyncodebench:cachetools ...] [--repeat 3]
 
-For each task: a cold build (`build_task_image.py --no-cache`), a warm build (same recipe, Docker's cache), then
-`validate_task_image.py --repeat N` on the rebuilt image (overlays applied when --overlays-dir is given, otherwise
+For each task: a cold build (`build_task_image.py --no-cache`), a warm build (same recipe, Docker's cache), a
+second cold build whose files must equal the first's, then `validate_task_image.py --repeat N` on the rebuilt image (overlays applied when --overlays-dir is given, otherwise
 the bare base revision). Writes <out>/fidelity.json and <out>/fidelity.md (the README's table) and prints the
 Markdown. --repo-pattern says where each repository is ({name} is the task's name); the default is the row's
 repository_url. The scripts it runs are the user's commands, with their output kept in <out>/logs/.
@@ -57,8 +57,12 @@ def measure(task_id: str, args: argparse.Namespace) -> dict:
     code, _, row["cold_build_seconds"] = run([*build, "--no-cache"], logs / f"{name}.build-cold.log")
     if code != 0:
         return {**row, "error": f"cold build failed (exit {code}); see {logs / f'{name}.build-cold.log'}"}
+    first_content = json.loads(image_map.read_text())["images"][task_id]["content_sha256"]
     code, _, row["warm_build_seconds"] = run(build, logs / f"{name}.build-warm.log")
+    # A second build from nothing: the same recipe must give the same files (times differ, and so the digest).
+    code, _, _ = run([*build, "--no-cache"], logs / f"{name}.build-cold-again.log")
     entry = json.loads(image_map.read_text())["images"][task_id]
+    row["same_content_when_rebuilt"] = code == 0 and entry["content_sha256"] == first_content
     row.update(pinned_ref=entry["pinned_ref"], python_version=entry["python_version"],
                content_sha256=entry["content_sha256"])
     size = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", entry["pinned_ref"]],
@@ -92,10 +96,11 @@ def _counts(counts: list) -> str:
 
 def table(rows: list[dict]) -> str:
     lines = ["| task | Python | base: measured / recorded | reference: measured / recorded | groups discriminating "
-             "| flaky tests / selectors | cold / warm build, validation | size |", "|---|---|---|---|---|---|---|---|"]
+             "| flaky tests / selectors | cold / warm build, validation | size | same files when rebuilt |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if "error" in row:
-            lines.append(f"| {row['task_id']} | | {row['error']} | | | | | |")
+            lines.append(f"| {row['task_id']} | | {row['error']} | | | | | | |")
             continue
         v = row["validation"]
         cells = []
@@ -115,7 +120,7 @@ def table(rows: list[dict]) -> str:
             f"| {row['task_id']} | {row['python_version']} | {cells[0]} | {cells[1]} | "
             f"{sum(g['discriminates'] for g in groups)}/{len(groups)} | {flaky} / {flaky_sel} | "
             f"{row['cold_build_seconds']:.0f} s / {row['warm_build_seconds']:.0f} s, {row['validation_seconds']:.0f} s | "
-            f"{(row['size_bytes'] or 0) / 1e6:.0f} MB |")
+            f"{(row['size_bytes'] or 0) / 1e6:.0f} MB | {'yes' if row['same_content_when_rebuilt'] else '**no**'} |")
     return "\n".join(lines) + "\n"
 
 
