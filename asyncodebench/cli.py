@@ -165,3 +165,23 @@ def task_or_exit_code(dataset: str, revision: str | None, task_id: str, images: 
             print(f"error: {exc}", file=sys.stderr)
             return 2
     return rows[task_id], spec
+
+
+def client_for_image_or_exit_code(spec: Any) -> Any:
+    """A Docker client once the task's pinned image is there with its digest, or 3 after one line on stderr (the
+    daemon unreachable, the image missing or with another digest: an infrastructure problem)."""
+    import sys
+
+    from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client
+    from asyncodebench.images.digests import MATCH, local_status
+
+    try:
+        client = docker_client()
+        image = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
+    except SandboxUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    if image.state != MATCH:
+        print(f"error: image {spec.pinned_ref} is {image.state}: {image.detail}", file=sys.stderr)
+        return 3
+    return client

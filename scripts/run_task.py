@@ -27,12 +27,11 @@ from pathlib import Path
 
 from asyncodebench import cli
 from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_id
-from asyncodebench.images.digests import MATCH, local_status
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.run.runner import without_unmeasured
-from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, remove_run_containers
 from asyncodebench.scoring.results import score
 
 
@@ -74,13 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     patch = args.patch.read_bytes() if args.patch else b""
     settings = Settings(args.timeout, args.probe_timeout, not args.no_probes, Limits(args.memory, args.cpus, args.pids))
+    client = cli.client_for_image_or_exit_code(spec)
+    if isinstance(client, int):
+        return client
+    run_id = f"run-task-{new_run_id()}"
     try:
-        client = docker_client()
-        image = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
-        if image.state != MATCH:
-            print(f"error: image {spec.pinned_ref} is {image.state}: {image.detail}", file=sys.stderr)
-            return 3
-        run_id = f"run-task-{new_run_id()}"
         try:
             evidence = evaluate_patch(client, spec, patch, run_id, settings, overlays)
         finally:

@@ -27,11 +27,10 @@ from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.harness.evaluation import Settings, new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
-from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, remove_run_containers
 from asyncodebench.harness.spec import COUNT_KEYS
 from asyncodebench.images import validation
 from asyncodebench.images.demo import cache_dir
-from asyncodebench.images.digests import MATCH, local_status
 from asyncodebench.images.task_build import BuildError
 
 
@@ -87,12 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     settings = Settings(args.timeout, args.probe_timeout, True, Limits(args.memory, args.cpus, args.pids))
     run_id = f"validate-{new_run_id()}"
+    client = cli.client_for_image_or_exit_code(spec)
+    if isinstance(client, int):
+        return client
     try:
-        client = docker_client()
-        image = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
-        if image.state != MATCH:
-            print(f"error: image {spec.pinned_ref} is {image.state}: {image.detail}", file=sys.stderr)
-            return 3
         try:
             record = validation.validate(client, spec, reference, completed, run_id, settings, overlays,
                                          args.repeat, progress=lambda m: print(f"{spec.task_id}: {m}",
