@@ -6,8 +6,8 @@ under ~/.cache/asyncodebench/, keyed by the package list) and `docker import`ed.
 clone has; the host's network, to reach PyPI; and the host's CA bundle, read-only, which any machine on a network that
 inspects TLS needs too (it installs no package; without it pip cannot verify PyPI on such a network). Only the Python
 part of the setup runs there: the rest installs Debian packages on the machine it runs on and starts dockerd, which a
-container cannot host. Takes two to four minutes: about a minute for the rootfs on the first run only, then every run
-downloads and installs the wheels afresh.
+container cannot host. Takes two to four minutes the first time (a minute for the rootfs, then the wheels'
+downloads); later runs reuse the rootfs and pip's download cache, and install into a new virtual environment.
 """
 
 from __future__ import annotations
@@ -87,6 +87,11 @@ def container(stock_image: str) -> Iterator[str]:
     mounts: list[str] = []
     if HOST_CA_BUNDLE.is_file():
         mounts += ["-v", f"{HOST_CA_BUNDLE}:{HOST_CA_BUNDLE}:ro"]  # this machine's trust, as its apt sources above
+    # pip's download cache survives between runs (pip still asks the index for every version): the install is
+    # checked afresh without fetching the same wheels every time.
+    pip_cache = cache_dir() / "fresh-debian-pip-cache"
+    pip_cache.mkdir(parents=True, exist_ok=True)
+    mounts += ["-v", f"{pip_cache}:/root/.cache/pip"]
     try:
         run(["docker", "run", "-d", "--name", name, "--label", LABEL, "--network", "host", *mounts, stock_image,
              "sleep", "infinity"], 120, "docker run")
