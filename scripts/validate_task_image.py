@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -61,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # A validation runs for minutes: on SIGTERM unwind like Ctrl-C, so the `finally` below removes its containers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     loaded = cli.task_or_exit_code(args.dataset, args.revision, args.task_id, args.images)
     if isinstance(loaded, int):
         return loaded
