@@ -120,7 +120,8 @@ def table(rows: list[dict]) -> str:
             f"| {row['task_id']} | {row['python_version']} | {cells[0]} | {cells[1]} | "
             f"{sum(g['discriminates'] for g in groups)}/{len(groups)} | {flaky} / {flaky_sel} | "
             f"{row['cold_build_seconds']:.0f} s / {row['warm_build_seconds']:.0f} s, {row['validation_seconds']:.0f} s | "
-            f"{(row['size_bytes'] or 0) / 1e6:.0f} MB | {'yes' if row['same_content_when_rebuilt'] else '**no**'} |")
+            f"{(row['size_bytes'] or 0) / 1e6:.0f} MB | "
+            f"{'yes' if row.get('same_content_when_rebuilt') else '**no**'} |")
     return "\n".join(lines) + "\n"
 
 

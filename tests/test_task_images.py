@@ -127,3 +127,14 @@ def test_a_base_without_parent_needs_the_reference_revision(demo_dataset: DemoDa
     # The demo's base commit is a root commit: there is no parent to take the complete code from.
     done = _validate(demo_dataset.path, rebuilt_demo, tmp_path)
     assert done.returncode == 3 and "--reference-revision" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_flaky_outcomes_and_varying_ids_are_told_apart() -> None:
+    from asyncodebench.images.validation import StateRun, flaky, varying_ids
+
+    runs = [StateRun(None, {"t::a": "passed", "t::b": "passed", "t::when[19:57:45]": "passed"}, {"t::a": "passed"}, 1.0),
+            StateRun(None, {"t::a": "failed", "t::b": "passed", "t::when[19:58:25]": "passed"}, {"t::a": "failed"}, 1.0),
+            StateRun(None, {"t::a": "passed", "t::b": "passed", "t::when[19:58:58]": "passed"}, {"t::a": "passed"}, 1.0)]
+    assert flaky(runs, "tests") == {"t::a": {"failed": 1, "passed": 2}}
+    assert flaky(runs, "selectors") == {"t::a": {"failed": 1, "passed": 2}}
+    assert varying_ids(runs) == ["t::when[19:57:45]", "t::when[19:58:25]", "t::when[19:58:58]"]

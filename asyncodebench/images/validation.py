@@ -78,14 +78,21 @@ def state_run(spec: TaskSpec, evidence: Evidence) -> StateRun:
 
 
 def flaky(runs: list[StateRun], field: str) -> dict[str, dict[str, int]]:
-    """Every test (or selector) whose outcome differs between runs, with how many runs gave each outcome."""
-    names = sorted({n for r in runs for n in getattr(r, field)})
+    """Every test (or selector) present in every run whose outcome differs between runs, with how many runs gave
+    each outcome."""
     found = {}
-    for name in names:
-        outcomes = Counter(getattr(r, field).get(name, "absent") for r in runs)
+    for name in sorted(set.intersection(*(set(getattr(r, field)) for r in runs))):
+        outcomes = Counter(getattr(r, field)[name] for r in runs)
         if len(outcomes) > 1:
             found[name] = dict(sorted(outcomes.items()))
     return found
+
+
+def varying_ids(runs: list[StateRun]) -> list[str]:
+    """Test ids that only some runs have: ids made from something that changes, such as the time in a parameter.
+    Not flakiness of outcome, but results keyed by these ids cannot be compared across runs."""
+    every = [set(r.tests) for r in runs]
+    return sorted(set.union(*every) - set.intersection(*every))
 
 
 def _matches(counts: list[dict[str, int] | None], recorded: list[dict[str, int]]) -> bool | None:
@@ -142,6 +149,7 @@ def validate(client: Any, spec: TaskSpec, reference: tuple[str, bytes], complete
             "recorded": recorded[state],
             "matches_recorded": _matches([r.counts for r in runs[state]], recorded[state]),
             "flaky_tests": flaky(runs[state], "tests"),
+            "varying_test_ids": varying_ids(runs[state]),
             "flaky_selectors": flaky(runs[state], "selectors"),
             "evaluator_seconds": [round(r.seconds, 2) for r in runs[state]],
             "selectors": runs[state][0].selectors,  # the first run's; changes between runs are listed above
@@ -198,5 +206,11 @@ def markdown(record: dict[str, Any]) -> str:
                           for name, outcomes in found.items()]
     if not any(record["states"][s][k] for s in STATES for k in ("flaky_tests", "flaky_selectors")):
         lines += ["", f"No test or probe selector changed outcome between the {record['repeat']} runs."]
+    for state in STATES:
+        ids = record["states"][state]["varying_test_ids"]
+        if ids:
+            lines += ["", f"Test ids that only some runs of the {state} state have ({len(ids)}; made from something "
+                          f"that changes, such as the time): " + ", ".join(f"`{i}`" for i in ids[:6])
+                      + (" ..." if len(ids) > 6 else "")]
     lines += ["", f"Counts match the record: {'yes' if record['counts_match'] else 'no'}.", ""]
     return "\n".join(lines)
