@@ -96,9 +96,12 @@ def varying_ids(runs: list[StateRun]) -> list[str]:
 
 
 def _matches(counts: list[dict[str, int] | None], recorded: list[dict[str, int]]) -> bool | None:
+    """Whether every run's counts equal one recorded snapshot. A run without a report (collection failed before
+    any test) matches a snapshot that recorded nothing at all, which is how the release records such a base."""
     if not recorded:
         return None
-    return all(c is not None and any(all(c[k] == snap[k] for k in COUNT_KEYS) for snap in recorded) for c in counts)
+    nothing = dict.fromkeys(COUNT_KEYS, 0)
+    return all(any(all((c or nothing)[k] == snap[k] for k in COUNT_KEYS) for snap in recorded) for c in counts)
 
 
 def discrimination(spec: TaskSpec, base: list[StateRun], reference: list[StateRun]) -> list[dict[str, Any]]:
