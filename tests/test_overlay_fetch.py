@@ -27,7 +27,8 @@ from asyncodebench.dataset.build import build_task_rows
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.harness.overlays import UPSTREAM_COMMIT, UPSTREAM_REPOSITORY, URL_VARIABLE, OverlayError, OverlaySource
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.run.runner import RunConfig, RunState
+from asyncodebench.run.runner import RunConfig
+from asyncodebench.run.work import Job, evaluate_prediction
 from asyncodebench.harness.spec import TaskSpec
 from conftest import DEMO_DIR, PROTOCOLS_FILE, ROOT, SCRIPTS, script_env, write_variant_dataset
 from test_overlays import OVERLAY, OVERLAY_PATH  # the demo's overlay: one extra test file
@@ -205,18 +206,17 @@ def test_a_task_without_overlays_needs_nothing(tmp_path: Path) -> None:
 
 
 def test_an_overlay_failure_becomes_an_infrastructure_error_of_the_prediction(tmp_path: Path) -> None:
-    """The runner records the message as `overlay_missing` and starts nothing: no score, no container."""
+    """The message becomes the prediction's `overlay_missing` outcome and nothing starts: no score, no container
+    (no Docker client is even given)."""
     spec = demo_spec((MISSING_PATH, OVERLAY_SHA256))
     cfg = config(tmp_path, overlays_url=f"http://127.0.0.1:{closed_port()}")
     message = runner._load_overlays(cfg, spec)
     image = ImageStatus(spec.task_id, spec.pinned_ref, MATCH)
-    state = RunState(None, {spec.task_id: spec}, None, {spec.task_id: image}, "")  # type: ignore[arg-type]
     prediction = Prediction(1, spec.task_id, "single", "m", None, "", (), {}, {})
-    folder = tmp_path / "prediction"
-    runner._evaluate_one(None, cfg, state, prediction, folder, {spec.task_id: message})
-    result = json.loads((folder / "result.json").read_text())
-    assert result["status"] == "infrastructure_error"
-    assert result["infrastructure_error"] == {"kind": "overlay_missing", "message": message}
+    outcome = evaluate_prediction(None, Job(spec, prediction, cfg.settings, message, None, cfg.label), image)
+    assert outcome is not None and outcome.evidence is None
+    assert outcome.result["status"] == "infrastructure_error"
+    assert outcome.result["infrastructure_error"] == {"kind": "overlay_missing", "message": message}
 
 
 def test_the_source_commit_is_recorded_in_the_release_and_the_report_schema() -> None:

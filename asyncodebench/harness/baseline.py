@@ -50,16 +50,18 @@ def _matches(counts: dict[str, int] | None, recorded: tuple[dict[str, int], ...]
     return counts is not None and any(all(counts[k] == snapshot[k] for k in COUNT_KEYS) for snapshot in recorded)
 
 
-def ensure(bench: Workbench, run_dir: Path) -> dict[str, Any]:
-    """The task's baseline record for this run: read when this image's was already measured, else measured."""
-    path = baseline_path(run_dir, bench.spec.task_id)
+def recorded(run_dir: Path, spec: TaskSpec) -> dict[str, Any] | None:
+    """The record this run already holds for the task's image, or None when it must be measured."""
+    path = baseline_path(run_dir, spec.task_id)
     if path.exists():
         record = store.read_json(path)
-        if record.get("pinned_ref") == bench.spec.pinned_ref:
+        if record.get("pinned_ref") == spec.pinned_ref:
             return record
-    record = measure(bench)
-    store.write_json(path, record)
-    return record
+    return None
+
+
+def save(run_dir: Path, record: dict[str, Any]) -> None:
+    store.write_json(baseline_path(run_dir, record["task_id"]), record)
 
 
 def load(run_dir: Path, spec: TaskSpec) -> Baseline | None:

@@ -7,34 +7,31 @@ prediction -> container -> evidence -> result, all saved under the run folder; t
 from __future__ import annotations
 
 import datetime as dt
-import json
 import platform
 import shutil
 import sys
 import threading
-import traceback
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from asyncodebench import __version__
 from asyncodebench.harness import baseline
-from asyncodebench.harness.evaluation import Settings, State, Workbench, evaluate_patch
-from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS, plan_artifacts
-from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
+from asyncodebench.harness.evaluation import Settings
+from asyncodebench.images.digests import ImageStatus
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.harness.patches import patch_bytes
-from asyncodebench.run.predictions import Prediction, PredictionFile, read_predictions
+from asyncodebench.run.predictions import PredictionFile, read_predictions
 from asyncodebench.dataset.rows import PublishedRows, load_published
 from asyncodebench.run.runfolder import SettingsChangedError, container_key, differences, read_settings, settings_record
 from asyncodebench.run.runfolder import write_settings
-from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, docker_client, remove_run_containers
-from asyncodebench.harness.sandbox import remove_run_volumes
+from asyncodebench.harness.sandbox import Limits
 from asyncodebench.scoring.results import infrastructure_result, score
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images import image_map
 from asyncodebench.run import store
+from asyncodebench.run.executors import Executor, open_executor
+from asyncodebench.run.work import Job, Outcome, without_unmeasured
 
 
 @dataclass(frozen=True)
@@ -46,7 +43,10 @@ class RunConfig:
     revision: str | None
     run_id: str
     output_dir: Path
-    max_workers: int = 1
+    max_workers: int | None = None  # predictions at once (None: 1 locally; on Ray, as many as the cluster fits)
+    executor: str = "local"  # local | ray: where predictions are evaluated (executors.py); results are the same
+    ray_address: str | None = None  # the Ray cluster to use (None: $RAY_ADDRESS, else the one started here)
+    ray_resources: tuple[tuple[str, float], ...] = ()  # extra custom resources every Ray task asks for
     tasks: tuple[str, ...] = ()
     default_protocol: str | None = None
     force: bool = False
@@ -194,7 +194,7 @@ def _rescore(config: RunConfig, state: RunState, folders: dict[int, Path]) -> No
             spec = state.specs[prediction.task_id]
             floor = baseline.load(config.run_dir, spec)
             result = score(spec, prediction, store.load_evidence(folder), floor)
-            _write_result(folder, without_unmeasured(result, config.settings))
+            store.write_result(folder, without_unmeasured(result, config.settings))
 
 
 def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], progress: Any) -> None:
@@ -202,71 +202,49 @@ def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], 
     state.skipped_finished = len(state.file.predictions) - len(pending)
     if progress is not None:
         progress.update(state.skipped_finished)  # finished in an earlier, interrupted run of this id
-    if not pending:
-        return
-    try:
-        client = docker_client()
-    except SandboxUnavailableError as exc:
+    if not pending and config.executor == "local":
+        return  # (a Ray run still visits its nodes: resuming cleans what a dead node left there)
+    task_ids = {p.task_id for p in pending}
+    executor = open_executor(config, state)
+    problem = executor.open(task_ids)
+    if problem is not None:
         for prediction in pending:
-            _write_result(folders[prediction.line], infrastructure_result(prediction, "docker_unavailable", str(exc)))
+            store.write_result(folders[prediction.line], infrastructure_result(prediction, *problem))
         return
-    remove_run_containers(client, config.label)  # leftovers of an interrupted run of this folder
-    state.images.update(_check_images(client, config, state, {p.task_id for p in pending}))
-    overlays = {task_id: _load_overlays(config, state.specs[task_id]) for task_id in {p.task_id for p in pending}}
+    overlays = {task_id: _load_overlays(config, state.specs[task_id]) for task_id in task_ids}
     try:
-        _measure_baselines(client, config, state, overlays)
-        _evaluate_pending(client, config, state, folders, overlays, pending, progress)
+        _measure_baselines(executor, config, state, overlays)
+        jobs = [Job(state.specs[p.task_id], p, config.settings, overlays[p.task_id],
+                    state.baselines.get(p.task_id), config.label) for p in pending]
+
+        def record(job: Job, outcome: Outcome) -> None:  # the driver writes, whichever executor evaluated
+            store.save_outcome(folders[job.prediction.line], outcome.result, outcome.evidence)
+            state.evaluated_now += 1
+            if progress is not None:
+                progress.update(1)
+
+        executor.evaluate(jobs, record)
     finally:
-        if not state.stopping.is_set():
-            try:
-                remove_run_volumes(client, config.label)
-            except Exception:  # the daemon went away; the next run of this id removes them
-                pass
+        executor.close()
 
 
-def _measure_baselines(client: Any, config: RunConfig, state: RunState,
+def _measure_baselines(executor: Executor, config: RunConfig, state: RunState,
                        overlays: dict[str, dict[str, bytes] | str]) -> None:
-    """The base state of every task about to be evaluated whose image and overlays are usable (decision 9)."""
-    for task_id in sorted(overlays):
-        if state.images[task_id].state != MATCH or isinstance(overlays[task_id], str):
+    """The base state of every task about to be evaluated whose overlays are usable (decision 9): read when this
+    run already measured it on the same image, else measured by the executor and recorded here."""
+    wanted = {}
+    for task_id, task_overlays in sorted(overlays.items()):
+        if isinstance(task_overlays, str):
             continue
-        try:
-            bench = Workbench.open(client, state.specs[task_id], config.label, config.settings, overlays[task_id])
-            state.baselines[task_id] = baseline.ensure(bench, config.run_dir)
-        except SandboxUnavailableError as exc:
-            state.baselines[task_id] = f"the base state could not be evaluated: {exc}"
-
-
-def _evaluate_pending(client: Any, config: RunConfig, state: RunState, folders: dict[int, Path],
-                      overlays: dict[str, dict[str, bytes] | str], pending: list[Prediction], progress: Any) -> None:
-    with ThreadPoolExecutor(max_workers=config.max_workers) as pool:
-        futures = {pool.submit(_evaluate_one, client, config, state, p, folders[p.line], overlays): p for p in pending}
-        try:
-            for future in as_completed(futures):
-                future.result()
-                state.evaluated_now += 1
-                if progress is not None:
-                    progress.update(1)
-        except KeyboardInterrupt:
-            state.stopping.set()
-            for future in futures:
-                future.cancel()
-            remove_run_containers(client, config.label)  # running evaluations fail fast and record nothing
-            raise
-
-
-def _check_images(client: Any, config: RunConfig, state: RunState, task_ids: set[str]) -> dict[str, ImageStatus]:
-    statuses = {}
-    for task_id in sorted(task_ids):
-        spec = state.specs[task_id]
-        try:
-            status = local_status(client, task_id, spec.image, spec.pinned_ref)
-            if status.state != MATCH and config.pull:
-                status = pull(client, task_id, spec.image, spec.pinned_ref)
-        except Exception as exc:  # the daemon went away after the ping: an infrastructure failure, reported
-            status = ImageStatus(task_id, spec.pinned_ref, UNREACHABLE, (), f"the Docker daemon failed: {exc}")
-        statuses[task_id] = status
-    return statuses
+        record = baseline.recorded(config.run_dir, state.specs[task_id])
+        if record is None:
+            wanted[task_id] = task_overlays
+        else:
+            state.baselines[task_id] = record
+    for task_id, record in executor.measure_baselines(wanted).items():
+        if isinstance(record, dict):
+            baseline.save(config.run_dir, record)
+        state.baselines[task_id] = record
 
 
 def _load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
@@ -275,96 +253,6 @@ def _load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
         return config.overlay_source.load(spec.overlays)
     except OverlayError as exc:
         return f"{spec.task_id}: {exc}"
-
-
-def _evaluate_one(client: Any, config: RunConfig, state: RunState, prediction: Prediction, folder: Path,
-                  overlays: dict[str, dict[str, bytes] | str]) -> None:
-    spec = state.specs[prediction.task_id]
-    image = state.images[prediction.task_id]
-    if image.state != MATCH:
-        what = f"image {spec.pinned_ref} is {image.state}: {image.detail or 'see scripts/check_images.py'}"
-        _write_result(folder, infrastructure_result(prediction, f"image_{image.state}", what))
-        return
-    task_overlays = overlays[prediction.task_id]
-    if isinstance(task_overlays, str):
-        _write_result(folder, infrastructure_result(prediction, "overlay_missing", task_overlays))
-        return
-    base = state.baselines.get(prediction.task_id)
-    if isinstance(base, str):
-        _write_result(folder, infrastructure_result(prediction, "baseline_unavailable", base))
-        return
-    final_patch, states, agents = work_of(spec, prediction)
-    if state.stopping.is_set():
-        return
-    try:
-        evidence = evaluate_patch(client, spec, final_patch, config.label, config.settings, task_overlays, states,
-                                  agents)
-    except SandboxUnavailableError as exc:
-        if not state.stopping.is_set():  # an interrupted evaluation is simply redone on resume
-            _write_result(folder, infrastructure_result(prediction, "sandbox_unavailable", str(exc)))
-        return
-    except Exception:  # a harness bug must not sink the other predictions, nor pass as a model failure
-        _write_result(folder, infrastructure_result(prediction, "harness_error", traceback.format_exc()[-4000:]))
-        return
-    if state.stopping.is_set():
-        return
-    store.save_evidence(folder, evidence)
-    result = score(spec, prediction, evidence, baseline.from_record(base, spec) if base else None)
-    _write_result(folder, without_unmeasured(result, config.settings))
-
-
-def work_of(spec: TaskSpec, prediction: Prediction) -> tuple[bytes, tuple[State, ...], Any]:
-    """What to evaluate: the final patch, the intermediate states to replay, and agent artifacts to integrate.
-
-    A trailing `final_integrated` checkpoint is the final state itself; agent patches of the integrated protocols
-    are merged by the harness, whose result replaces the final patch and the states.
-    """
-    checkpoints = list(prediction.checkpoints)
-    final_patch = prediction.model_patch
-    if checkpoints and checkpoints[-1]["checkpoint_type"] == "final_integrated":
-        final_patch = checkpoints.pop()["patch"] or ""
-    states = tuple(State(c["checkpoint_type"], c["workspace_kind"], c.get("agent_id"), patch_bytes(c["patch"]))
-                   for c in checkpoints)
-    agents = None
-    if prediction.agent_patches and prediction.protocol in INTEGRATED_PROTOCOLS:
-        patches = {a: patch_bytes(p) for a, p in prediction.agent_patches.items() if p}
-        agents = (prediction.protocol, plan_artifacts(spec, patches))
-    return patch_bytes(final_patch), states, agents
-
-
-def _write_result(folder: Path, result: dict[str, Any]) -> None:
-    """Write the checkpoints file (upstream layout) and then the result, whose presence marks the work finished."""
-    checkpoints = result.pop("checkpoints", None)
-    if checkpoints is not None:
-        store.write_atomic(folder / store.CHECKPOINTS, "".join(json.dumps(c) + "\n" for c in checkpoints))
-    store.write_json(folder / store.RESULT, result)
-
-
-UNMEASURED_NOTE = ("the dependency probes were not run (--no-probes): ADPR, DRS, DRE, CAIL and the unresolved count "
-                   "were not measured")
-_UNMEASURED_RUN_METRICS = ("final_pass_count", "adpr", "unresolved_count", "drs_penalized_mean", "dre_mean",
-                           "cail_penalized_mean")
-_UNMEASURED_DEPENDENCY = ("final_integrated_pass", "drs", "up", "down", "resolved", "drs_penalized", "dre", "cail_raw",
-                          "cail_penalized")
-
-
-def without_unmeasured(result: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """With probes off, a result shows its dependency metrics as not measured (null), not as 0 and T+1 penalties.
-
-    Scoring reads unrun probes as failing, which is right when probes were on but could not run (a patch that did
-    not apply scores 0 and stays in every mean) and says nothing when no probe was meant to run. Reports leave the
-    nulls out of every mean.
-    """
-    if settings.run_probes or result.get("status") != "evaluated":
-        return result
-    result = {**result, "adpr": None, "adpr_numerator": None, "dependency_trace": {},
-              "dependencies": [{**d, "integrated_pass": None} for d in result["dependencies"]],
-              "metrics_not_measured": UNMEASURED_NOTE}
-    metrics = {**result["run_metrics"], **{k: None for k in _UNMEASURED_RUN_METRICS}}
-    metrics["dependencies"] = [{**d, **{k: None for k in _UNMEASURED_DEPENDENCY if k in d}}
-                               for d in metrics.get("dependencies", [])]
-    result["run_metrics"] = metrics
-    return result
 
 
 def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
@@ -378,7 +266,8 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
         "predictions_file": {"path": state.file.path, "sha256": state.file.sha256},
         "overlays": config.overlay_source.describe(),
         "settings": {"timeout_seconds": config.settings.timeout, "probe_timeout_seconds": config.settings.probe_timeout,
-                     "run_probes": config.settings.run_probes, "max_workers": config.max_workers,
+                     "run_probes": config.settings.run_probes,
+                     "max_workers": config.max_workers or (1 if config.executor == "local" else None),
                      "limits": asdict(config.settings.limits), "default_protocol": config.default_protocol,
                      "tasks": list(config.tasks), "mode": "rescore" if config.rescore else "evaluate"},
         "images": {t: s.as_dict() for t, s in sorted(state.images.items())},

@@ -63,6 +63,22 @@ def is_finished(folder: Path) -> bool:
         return False
 
 
+def save_outcome(folder: Path, result: dict[str, Any], evidence: Evidence | None = None) -> None:
+    """Write one prediction's outcome, as the driver does whichever executor evaluated it: the evidence first, then
+    the result, whose presence marks the work finished."""
+    if evidence is not None:
+        save_evidence(folder, evidence)
+    write_result(folder, result)
+
+
+def write_result(folder: Path, result: dict[str, Any]) -> None:
+    """Write the checkpoints file (upstream layout) and then the result."""
+    checkpoints = result.pop("checkpoints", None)
+    if checkpoints is not None:
+        write_atomic(folder / CHECKPOINTS, "".join(json.dumps(c) + "\n" for c in checkpoints))
+    write_json(folder / RESULT, result)
+
+
 def save_evidence(folder: Path, evidence: Evidence) -> None:
     write_json(folder / EXECUTION, evidence.execution_record())
     write_atomic(folder / OUTPUT, evidence.output)

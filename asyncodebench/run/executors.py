@@ -1,0 +1,106 @@
+"""Where predictions are evaluated: the executors the driver (`runner`) hands its jobs to.
+
+Every executor runs the same node-side code (`work.evaluate_prediction`, `work.measure_baseline`) and hands each
+outcome back to the driver through `record`, in the driver's thread; the driver alone writes the run folder. They
+differ only in where the work runs:
+
+- `LocalExecutor`: this machine's Docker daemon, `--max-workers` predictions at once in threads;
+- `ray_executor.RayExecutor`: one Ray task per prediction on the nodes of a Ray cluster (`--executor ray`).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.harness.sandbox import remove_run_volumes
+from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
+from asyncodebench.run.work import Job, Outcome, evaluate_prediction, measure_baseline
+
+if TYPE_CHECKING:
+    from asyncodebench.run.runner import RunConfig, RunState
+
+Record = Callable[[Job, Outcome], None]
+
+
+class Executor(Protocol):
+    def open(self, task_ids: set[str]) -> tuple[str, str] | None:
+        """Get ready to evaluate these tasks; (infrastructure error kind, message) when nothing can run."""
+
+    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
+        """Each task's base-state record (or why it could not be measured); tasks that cannot run are left out."""
+
+    def evaluate(self, jobs: list[Job], record: Record) -> None:
+        """Evaluate every job, calling `record` in this thread for each outcome; on Ctrl-C stop the work, remove
+        its containers and raise KeyboardInterrupt."""
+
+    def close(self) -> None:
+        """Release what the run used (its volumes), unless it was interrupted."""
+
+
+def open_executor(config: RunConfig, state: RunState) -> Executor:
+    if config.executor == "ray":
+        from asyncodebench.run.ray_executor import RayExecutor  # lazy: Ray is an optional extra
+
+        return RayExecutor(config, state)
+    return LocalExecutor(config, state)
+
+
+class LocalExecutor:
+    """This machine's Docker daemon; images are checked once, up front."""
+
+    def __init__(self, config: RunConfig, state: RunState) -> None:
+        self.config, self.state = config, state
+        self.client: Any = None
+
+    def open(self, task_ids: set[str]) -> tuple[str, str] | None:
+        try:
+            self.client = docker_client()
+        except SandboxUnavailableError as exc:
+            return "docker_unavailable", str(exc)
+        remove_run_containers(self.client, self.config.label)  # leftovers of an interrupted run of this folder
+        self.state.images.update({t: check_image(self.client, self.state.specs[t], self.config.pull)
+                                  for t in sorted(task_ids)})
+        return None
+
+    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
+        return {task_id: measure_baseline(self.client, self.state.specs[task_id], self.config.label,
+                                          self.config.settings, task_overlays)
+                for task_id, task_overlays in sorted(overlays.items())
+                if self.state.images[task_id].state == MATCH}
+
+    def evaluate(self, jobs: list[Job], record: Record) -> None:
+        stopping = self.state.stopping
+        with ThreadPoolExecutor(max_workers=self.config.max_workers or 1) as pool:
+            futures = {pool.submit(evaluate_prediction, self.client, job,
+                                   self.state.images[job.spec.task_id], stopping): job for job in jobs}
+            try:
+                for future in as_completed(futures):
+                    outcome = future.result()
+                    if outcome is not None:
+                        record(futures[future], outcome)
+            except KeyboardInterrupt:
+                stopping.set()
+                for future in futures:
+                    future.cancel()
+                remove_run_containers(self.client, self.config.label)  # running evaluations fail fast, record nothing
+                raise
+
+    def close(self) -> None:
+        if self.client is not None and not self.state.stopping.is_set():
+            try:
+                remove_run_volumes(self.client, self.config.label)
+            except Exception:  # the daemon went away; the next run of this id removes them
+                pass
+
+
+def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:
+    """The task's pinned image on this daemon, pulled by digest when missing and allowed."""
+    try:
+        status = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
+        if status.state != MATCH and allow_pull:
+            status = pull(client, spec.task_id, spec.image, spec.pinned_ref)
+    except Exception as exc:  # the daemon went away after the ping: an infrastructure failure, reported
+        status = ImageStatus(spec.task_id, spec.pinned_ref, UNREACHABLE, (), f"the Docker daemon failed: {exc}")
+    return status

@@ -1,0 +1,137 @@
+"""The work done on a node: evaluate one prediction, or one task's base state, from plain inputs to a plain outcome.
+
+Both executors call these functions (the local one in a thread, the Ray one in a Ray task), so a prediction is
+evaluated by the same code wherever it runs. Nothing here touches the run folder: the driver alone writes it
+(`store.save_outcome`). Inputs and outcomes are plain picklable values; an outcome's size is bounded by the
+harness's own caps (the last megabyte of output, reports read through a 50 MB limit, probe output tails).
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from asyncodebench.harness import baseline
+from asyncodebench.harness.evaluation import Evidence, Settings, State, Workbench, evaluate_patch
+from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS, plan_artifacts
+from asyncodebench.harness.patches import patch_bytes
+from asyncodebench.harness.sandbox import SandboxUnavailableError
+from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.run.predictions import Prediction
+from asyncodebench.scoring.results import infrastructure_result, score
+
+
+@dataclass(frozen=True)
+class Job:
+    """One prediction to evaluate, with everything the node needs and nothing it must look up."""
+
+    spec: TaskSpec
+    prediction: Prediction
+    settings: Settings
+    overlays: dict[str, bytes] | str  # verified overlay patches by path, or why they cannot be used
+    baseline: dict[str, Any] | str | None  # the task's base-state record, or why it could not be measured
+    label: str  # the run folder's container label
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the driver writes into the prediction's folder: its evidence (none for an infrastructure error) and its
+    graded result."""
+
+    result: dict[str, Any]
+    evidence: Evidence | None = None
+
+    @property
+    def infrastructure_kind(self) -> str | None:
+        error = self.result.get("infrastructure_error")
+        return error["kind"] if error else None
+
+
+def evaluate_prediction(client: Any, job: Job, image: ImageStatus,
+                        stopping: threading.Event | None = None) -> Outcome | None:
+    """Evaluate and grade one prediction on this node's daemon (`image`: its pinned image as found there).
+
+    Returns None when `stopping` was set meanwhile (Ctrl-C): interrupted work records nothing and is redone on
+    resume. Causes outside the container become infrastructure results, never scores.
+    """
+    spec, prediction = job.spec, job.prediction
+    if image.state != MATCH:
+        what = f"image {spec.pinned_ref} is {image.state}: {image.detail or 'see scripts/check_images.py'}"
+        return Outcome(infrastructure_result(prediction, f"image_{image.state}", what))
+    if isinstance(job.overlays, str):
+        return Outcome(infrastructure_result(prediction, "overlay_missing", job.overlays))
+    if isinstance(job.baseline, str):
+        return Outcome(infrastructure_result(prediction, "baseline_unavailable", job.baseline))
+    final_patch, states, agents = work_of(spec, prediction)
+    if stopping is not None and stopping.is_set():
+        return None
+    try:
+        evidence = evaluate_patch(client, spec, final_patch, job.label, job.settings, job.overlays, states, agents)
+    except SandboxUnavailableError as exc:
+        if stopping is not None and stopping.is_set():  # an interrupted evaluation is simply redone on resume
+            return None
+        return Outcome(infrastructure_result(prediction, "sandbox_unavailable", str(exc)))
+    except Exception:  # a harness bug must not sink the other predictions, nor pass as a model failure
+        return Outcome(infrastructure_result(prediction, "harness_error", traceback.format_exc()[-4000:]))
+    if stopping is not None and stopping.is_set():
+        return None
+    floor = baseline.from_record(job.baseline, spec) if job.baseline else None
+    return Outcome(without_unmeasured(score(spec, prediction, evidence, floor), job.settings), evidence)
+
+
+def measure_baseline(client: Any, spec: TaskSpec, label: str, settings: Settings,
+                     overlays: dict[str, bytes]) -> dict[str, Any] | str:
+    """The task's base-state record (decision 9) measured on this node's daemon, or why it could not be."""
+    try:
+        return baseline.measure(Workbench.open(client, spec, label, settings, overlays))
+    except SandboxUnavailableError as exc:
+        return f"the base state could not be evaluated: {exc}"
+
+
+def work_of(spec: TaskSpec, prediction: Prediction) -> tuple[bytes, tuple[State, ...], Any]:
+    """What to evaluate: the final patch, the intermediate states to replay, and agent artifacts to integrate.
+
+    A trailing `final_integrated` checkpoint is the final state itself; agent patches of the integrated protocols
+    are merged by the harness, whose result replaces the final patch and the states.
+    """
+    checkpoints = list(prediction.checkpoints)
+    final_patch = prediction.model_patch
+    if checkpoints and checkpoints[-1]["checkpoint_type"] == "final_integrated":
+        final_patch = checkpoints.pop()["patch"] or ""
+    states = tuple(State(c["checkpoint_type"], c["workspace_kind"], c.get("agent_id"), patch_bytes(c["patch"]))
+                   for c in checkpoints)
+    agents = None
+    if prediction.agent_patches and prediction.protocol in INTEGRATED_PROTOCOLS:
+        patches = {a: patch_bytes(p) for a, p in prediction.agent_patches.items() if p}
+        agents = (prediction.protocol, plan_artifacts(spec, patches))
+    return patch_bytes(final_patch), states, agents
+
+
+UNMEASURED_NOTE = ("the dependency probes were not run (--no-probes): ADPR, DRS, DRE, CAIL and the unresolved count "
+                   "were not measured")
+_UNMEASURED_RUN_METRICS = ("final_pass_count", "adpr", "unresolved_count", "drs_penalized_mean", "dre_mean",
+                           "cail_penalized_mean")
+_UNMEASURED_DEPENDENCY = ("final_integrated_pass", "drs", "up", "down", "resolved", "drs_penalized", "dre", "cail_raw",
+                          "cail_penalized")
+
+
+def without_unmeasured(result: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """With probes off, a result shows its dependency metrics as not measured (null), not as 0 and T+1 penalties.
+
+    Scoring reads unrun probes as failing, which is right when probes were on but could not run (a patch that did
+    not apply scores 0 and stays in every mean) and says nothing when no probe was meant to run. Reports leave the
+    nulls out of every mean.
+    """
+    if settings.run_probes or result.get("status") != "evaluated":
+        return result
+    result = {**result, "adpr": None, "adpr_numerator": None, "dependency_trace": {},
+              "dependencies": [{**d, "integrated_pass": None} for d in result["dependencies"]],
+              "metrics_not_measured": UNMEASURED_NOTE}
+    metrics = {**result["run_metrics"], **{k: None for k in _UNMEASURED_RUN_METRICS}}
+    metrics["dependencies"] = [{**d, **{k: None for k in _UNMEASURED_DEPENDENCY if k in d}}
+                               for d in metrics.get("dependencies", [])]
+    result["run_metrics"] = metrics
+    return result
