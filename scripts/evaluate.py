@@ -2,6 +2,7 @@
 
     python scripts/evaluate.py preds.jsonl                       # Hub dataset at v0.4.2
     python scripts/evaluate.py preds.jsonl --dataset ./published --run-id try1 --max-workers 2
+    python scripts/evaluate.py preds.jsonl --executor ray --ray-address HEAD:6379   # on a Ray cluster's nodes
     python scripts/evaluate.py preds.jsonl --run-id try1 --rescore   # regrade saved artifacts, no containers
 
 Every line is checked against schemas/prediction.schema.json; bad lines are reported with their numbers and
@@ -15,13 +16,14 @@ re-evaluates everything with the new ones.
 
 Exit codes: 0 every valid line evaluated; 1 some lines were invalid, or the file holds no prediction; 2 bad
 arguments (also: the run folder is in use by another process, its settings differ, or --rescore finds nothing to
-regrade); 3 infrastructure errors (the Hub unreachable, the daemon, images, overlays: rerun the same run id once
-fixed); 130 interrupted (Ctrl-C; rerun the same run id to resume).
+regrade); 3 infrastructure errors (the Hub unreachable, the daemon or the Ray cluster, images, overlays: rerun the
+same run id once fixed); 130 interrupted (Ctrl-C; rerun the same run id to resume).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -49,7 +51,19 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     parser.add_argument("--run-id", type=cli.run_id, default=None,
                         help="names the run folder (letters, digits, '.', '_', '-'); reuse it to resume")
     parser.add_argument("--output-dir", type=Path, default=Path("runs"))
-    parser.add_argument("--max-workers", type=cli.positive_int, default=1, help="predictions evaluated at once")
+    parser.add_argument("--max-workers", type=cli.positive_int, default=None,
+                        help="predictions evaluated at once (default: 1 locally; with --executor ray, as many as "
+                             "the cluster's resources hold)")
+    parser.add_argument("--executor", choices=["local", "ray"], default="local",
+                        help="where predictions are evaluated: this machine's Docker daemon, or the Docker nodes of "
+                             "a Ray cluster (pip install 'asyncodebench[ray]'); results are the same, and a run "
+                             "started with one resumes with the other")
+    parser.add_argument("--ray-address", default=None,
+                        help="the Ray cluster (HOST:PORT of its head; default: $RAY_ADDRESS, else the cluster "
+                             "started on this machine)")
+    parser.add_argument("--ray-resources", type=_ray_resources, default={}, metavar="JSON",
+                        help='custom resources every Ray task also asks for, e.g. \'{"pool_a": 0.01}\' to run '
+                             "only on the nodes that offer them")
     cli.add_limit_arguments(parser)
     parser.add_argument("--no-probes", action="store_true",
                         help="skip dependency probes (ADPR, DRS, DRE, CAIL are then n/a)")
@@ -71,6 +85,14 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     args = parser.parse_args(argv)
     if args.rescore and not args.run_id:
         parser.error("--rescore needs the --run-id of the run to regrade")
+    if (args.executor == "ray" or args.ray_address or args.ray_resources) and not args.rescore:
+        from asyncodebench.run.ray_executor import ray_available
+
+        if args.executor != "ray":
+            parser.error("--ray-address and --ray-resources go with --executor ray")
+        if not ray_available():
+            parser.error("--executor ray needs Ray on this machine: pip install 'asyncodebench[ray]' (in the kit: "
+                         ".venv/bin/python -m pip install -e '.[ray]')")
     if not args.predictions.is_file():
         parser.error(f"{args.predictions} is not a file")
     problem = cli.writable_folder_problem(args.output_dir)
@@ -85,8 +107,21 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         run_id=args.run_id or new_run_id(), output_dir=args.output_dir, max_workers=args.max_workers,
         tasks=tuple(args.tasks), default_protocol=args.protocol, force=args.force, rescore=args.rescore,
         pull=args.pull, overlays_dir=args.overlays_dir, overlays_url=args.overlays_url, settings=settings,
-        images=args.images,
+        images=args.images, executor=args.executor, ray_address=args.ray_address,
+        ray_resources=tuple(sorted(args.ray_resources.items())),
     )
+
+
+def _ray_resources(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, (int, float)) and v > 0
+                                              for k, v in value.items()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object of resource names to amounts above 0, "
+                                         'such as \'{"pool_a": 0.01}\'')
+    return {k: float(v) for k, v in value.items()}
 
 
 def fail(message: str, code: int) -> int:

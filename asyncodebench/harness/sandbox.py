@@ -17,6 +17,7 @@ stream, so the harness's memory does not depend on what the container writes. Th
 from __future__ import annotations
 
 import collections
+import fcntl
 import io
 import tarfile
 import tempfile
@@ -28,6 +29,7 @@ from typing import Any
 
 WATCHDOG_MARGIN_SECONDS = 30
 LABEL_RUN = "org.asyncodebench.run_id"
+LABEL_OWNER = "org.asyncodebench.owner"  # the process that started a container (see `set_owner`)
 SANDBOX_UID = SANDBOX_GID = 65534  # `nobody` in Debian-based images; never root
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_GID}"
 BASE_DIR = "/asyncodebench-base"  # the image's own work tree, read-only, copied into each container's tmpfs
@@ -65,6 +67,16 @@ class ExecResult:
     killed_by_watchdog: bool = False
 
 
+_owner: str | None = None
+
+
+def set_owner(owner: str) -> None:
+    """Label every container this process starts from now on with `owner`. The Ray executor names the node and
+    worker process, so a later task on the same daemon can tell a dead attempt's leftovers from live work."""
+    global _owner
+    _owner = owner
+
+
 def docker_client() -> Any:
     """A connected Docker client.
 
@@ -98,17 +110,20 @@ def base_volume(client: Any, image_ref: str, run_id: str, workdir: str) -> str:
     import hashlib
 
     name = f"asyncodebench-base-{hashlib.sha256(f'{run_id} {image_ref}'.encode()).hexdigest()[:20]}"
-    try:
-        existing = client.volumes.list(filters={"name": name})
-        if any(v.name == name for v in existing):
-            return name
-        client.volumes.create(name, labels={LABEL_RUN: run_id})
-        container = client.containers.create(image_ref, ["true"], network_mode="none", entrypoint=[],
-                                              volumes={name: {"bind": workdir, "mode": "rw"}},
-                                              labels={LABEL_RUN: run_id})
-        container.remove(force=True)
-    except Exception as exc:
-        raise SandboxUnavailableError(f"could not copy the work tree of {image_ref} into a volume: {exc}") from exc
+    # Processes evaluating the same run on this host (Ray workers) must not see the volume before it is filled.
+    with open(f"{tempfile.gettempdir()}/{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            existing = client.volumes.list(filters={"name": name})
+            if any(v.name == name for v in existing):
+                return name
+            client.volumes.create(name, labels={LABEL_RUN: run_id})
+            container = client.containers.create(image_ref, ["true"], network_mode="none", entrypoint=[],
+                                                  volumes={name: {"bind": workdir, "mode": "rw"}},
+                                                  labels={LABEL_RUN: run_id})
+            container.remove(force=True)
+        except Exception as exc:
+            raise SandboxUnavailableError(f"could not copy the work tree of {image_ref} into a volume: {exc}") from exc
     return name
 
 
@@ -129,7 +144,7 @@ class Sandbox:
         ]
         try:
             self.container = client.containers.run(
-                image_ref, ["sleep", "infinity"], detach=True, name=self.name, labels={LABEL_RUN: run_id},
+                image_ref, ["sleep", "infinity"], detach=True, name=self.name, labels=_labels(run_id),
                 network_mode="none", mem_limit=limits.memory, memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids, working_dir=workdir,
                 read_only=True, mounts=mounts,
@@ -270,9 +285,14 @@ class Sandbox:
 
 def remove_run_containers(client: Any, run_id: str) -> int:
     """Remove the containers and volumes left behind by an interrupted run (for example after `kill -9`)."""
+    import docker.errors
+
     leftovers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
     for container in leftovers:
-        container.remove(force=True, v=True)
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:  # removed meanwhile (by its own evaluation, or a cleanup sharing the daemon)
+            pass
     remove_run_volumes(client, run_id)
     return len(leftovers)
 
@@ -284,6 +304,10 @@ def remove_run_volumes(client: Any, run_id: str) -> None:
             volume.remove(force=True)
         except Exception:  # still in use by a container being removed; the next cleanup takes it
             pass
+
+
+def _labels(run_id: str) -> dict[str, str]:
+    return {LABEL_RUN: run_id, **({LABEL_OWNER: _owner} if _owner else {})}
 
 
 def _safe(text: str) -> str:

@@ -1,0 +1,300 @@
+"""The Ray executor: one Ray task per prediction (and per base state), on the nodes of a Ray cluster.
+
+Nodes that may run evaluations offer the custom resource `docker` (`ray start ... --resources '{"docker": 1}'`):
+each has a Docker Engine, the images (or a registry to pull them from by digest) and the kit installed. A task asks
+for the CPUs and memory of the containers it runs at once (`STEPS_AT_ONCE` times the container limits), so Ray never
+puts more containers on a node than it can hold. The driver needs no Docker: it only submits tasks and writes the
+run folder from what they return (`ray_node.NodeResult`).
+
+Faults. A task whose worker process or node dies is re-run by Ray (`RAY_RETRIES`). A task that comes back with an
+infrastructure failure of its node (daemon gone, image missing or with another digest there) is tried again on a
+node it has not failed on, `TRIES` attempts in all, after which it is recorded as an infrastructure error naming
+every node and what went wrong there. Each prediction's outcome is recorded once, by the driver, whatever the
+number of attempts. Ctrl-C cancels every task (ending their worker processes) and then removes the run's containers
+on every node.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import random
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from asyncodebench.harness.evaluation import STEPS_AT_ONCE
+from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.run import ray_node
+from asyncodebench.run.ray_node import NodeResult
+from asyncodebench.run.work import Job, Outcome
+from asyncodebench.scoring.results import infrastructure_result
+
+if TYPE_CHECKING:
+    from asyncodebench.run.executors import Record
+    from asyncodebench.run.runner import RunConfig, RunState
+
+DOCKER_RESOURCE = "docker"  # offered by the nodes that have a Docker Engine; every task asks for a sliver of it
+DOCKER_SHARE = 0.001
+TRIES = 3  # attempts of one piece of work that meets infrastructure failures, each on a node not yet tried
+RAY_RETRIES = 2  # Ray's own re-runs of an attempt whose worker process or node died
+NO_NODE_GRACE_SECONDS = 120  # how long work waits for a node able to run it (one may be restarting)
+WAIT_SECONDS = 1.0
+CLEANUP_TIMEOUT_SECONDS = 60
+
+
+def ray_available() -> bool:
+    return importlib.util.find_spec("ray") is not None
+
+
+@dataclass
+class _Work:
+    """One piece of work for the cluster (a prediction or a base state) and its failed attempts so far."""
+
+    submit: Callable[[dict[str, Any]], Any]  # scheduling options -> the attempt's object ref
+    request: dict[str, float]  # the resources it needs on one node (Ray's names: CPU, memory, custom ones)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (kind, "on node X: what went wrong")
+    tried: set[str] = field(default_factory=set)  # nodes it failed on
+    final: bool = False  # a failure that another try would only repeat
+
+    @property
+    def exhausted(self) -> bool:
+        return self.final or len(self.failures) >= TRIES
+
+    def failed(self) -> tuple[str, str]:
+        """The infrastructure error it ends with: the last failure's kind, and every failure."""
+        texts = list(dict.fromkeys(text for _, text in self.failures))  # the same failure on every try: said once
+        return self.failures[-1][0], f"{len(self.failures)} attempt(s) failed: " + " | ".join(texts)
+
+
+class RayExecutor:
+    """Runs the jobs as Ray tasks on the cluster at `config.ray_address`."""
+
+    def __init__(self, config: RunConfig, state: RunState) -> None:
+        self.config, self.state = config, state
+        self.nodes: dict[str, dict[str, Any]] = {}  # node id -> its ray.nodes() entry, refreshed when looked at
+        self.tasks: dict[str, Any] = {}  # the Ray remote functions, made once connected
+        self.images: dict[str, dict[str, ImageStatus]] = {}  # task -> node -> its pinned image as found there
+
+    # --- the Executor protocol ---------------------------------------------------------------------------------
+
+    def open(self, task_ids: set[str]) -> tuple[str, str] | None:
+        import ray
+
+        address = self.config.ray_address or "auto"
+        try:
+            if not ray.is_initialized():
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        except Exception as exc:  # ConnectionError, or whatever Ray raises for a bad address
+            return "ray_unavailable", (
+                f"could not connect to the Ray cluster at {address}: {' '.join(str(exc).split())[:500]}; start one "
+                "(`ray start --head`, see README) or give its address with --ray-address")
+        self.tasks = {name: ray.remote(fn) for name, fn in (
+            ("evaluate", ray_node.evaluate_task), ("baseline", ray_node.baseline_task),
+            ("cleanup", ray_node.cleanup_task))}
+        request = self._request(STEPS_AT_ONCE)
+        if not self._feasible_nodes(request):
+            return "ray_no_node", (
+                f"no live node of the Ray cluster at {address} can run an evaluation, which needs {request}; the "
+                f"`{DOCKER_RESOURCE}` resource marks the nodes with a Docker Engine (ray start ... --resources "
+                f"'{{\"{DOCKER_RESOURCE}\": 1}}'): add such nodes, or lower --cpus / --memory")
+        self._cleanup_nodes()  # nothing of this run is running now: whatever of it a node's daemon holds is left over
+        return None
+
+    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
+        config, specs = self.config, self.state.specs
+        works = {task_id: self._work("baseline", 1, specs[task_id], config.label, config.settings, task_overlays,
+                                     config.pull)
+                 for task_id, task_overlays in overlays.items()}
+        records: dict[str, dict[str, Any] | str] = {}
+
+        def finish(task_id: str, result: NodeResult | None) -> None:
+            if result is not None and result.baseline is not None:
+                records[task_id] = result.baseline
+            else:
+                records[task_id] = f"the base state could not be evaluated: {works[task_id].failed()[1]}"
+
+        self._drive(works, finish)
+        return records
+
+    def evaluate(self, jobs: list[Job], record: Record) -> None:
+        by_line = {job.prediction.line: job for job in jobs}
+        works = {line: self._work("evaluate", STEPS_AT_ONCE, job, self.config.pull) for line, job in by_line.items()}
+
+        def finish(line: int, result: NodeResult | None) -> None:
+            job = by_line[line]
+            if result is not None and result.outcome is not None:
+                record(job, result.outcome)
+            else:
+                record(job, Outcome(infrastructure_result(job.prediction, *works[line].failed())))
+
+        self._drive(works, finish)
+
+    def close(self) -> None:
+        if self.tasks and not self.state.stopping.is_set():
+            self._cleanup_nodes()  # the run's volumes, and containers a dead worker left on a live node's daemon
+
+    # --- driving the cluster -----------------------------------------------------------------------------------
+
+    def _drive(self, works: dict[Any, _Work], finish: Callable[[Any, NodeResult | None], None]) -> None:
+        """Run every piece of work to its end, trying infrastructure failures again elsewhere; `finish` is called
+        once per piece, in this thread (None: it failed). Ctrl-C cancels what runs, removes its containers on every
+        node and raises."""
+        import ray
+
+        queue = list(works)
+        cap = self.config.max_workers or len(queue)
+        in_flight: dict[Any, Any] = {}  # attempt's object ref -> key of its work
+        watch = _StuckWatch()
+        try:
+            while queue or in_flight:
+                while queue and len(in_flight) < cap:
+                    key = queue.pop(0)
+                    in_flight[self._attempt(works[key])] = key
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SECONDS)
+                if not ready:
+                    for ref in watch.given_up(self, works, in_flight):
+                        ray.cancel(ref, force=True)
+                        finish(in_flight.pop(ref), None)
+                    continue
+                key = in_flight.pop(ready[0])
+                result = self._result(ready[0], works[key])
+                if result is None or result.problem is not None:
+                    if not works[key].exhausted:
+                        in_flight[self._attempt(works[key])] = key
+                        continue
+                    result = None
+                finish(key, result)
+        except KeyboardInterrupt:
+            self.state.stopping.set()
+            for ref in in_flight:
+                ray.cancel(ref, force=True)  # ends the worker processes; their containers stay until the cleanup
+            ray.wait(list(in_flight), num_returns=len(in_flight), timeout=CLEANUP_TIMEOUT_SECONDS)
+            self._cleanup_nodes()
+            raise
+
+    def _work(self, task: str, containers: int, *args: Any) -> _Work:
+        request = self._request(containers)
+        custom = {k: v for k, v in request.items() if k not in ("CPU", "memory")}
+        remote = self.tasks[task]
+
+        def submit(options: dict[str, Any]) -> Any:
+            return remote.options(num_cpus=request["CPU"], memory=int(request["memory"]), resources=custom,
+                                  max_retries=RAY_RETRIES, retry_exceptions=False, **options).remote(*args)
+
+        return _Work(submit, request)
+
+    def _attempt(self, work: _Work) -> Any:
+        """Submit one attempt, on a node the work has not failed on when there is one (else where Ray likes)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options: dict[str, Any] = {}
+        if work.tried:
+            fresh = [n for n in self._feasible_nodes(work.request) if n not in work.tried]
+            if fresh:  # soft: should that node go away, Ray places the attempt elsewhere
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(random.choice(fresh), soft=True)
+        return work.submit(options)
+
+    def _result(self, ref: Any, work: _Work) -> NodeResult | None:
+        """The attempt's result, its failure noted in `work`; None when the attempt gave no result at all."""
+        import ray
+        from ray.exceptions import RayTaskError
+
+        try:
+            result: NodeResult = ray.get(ref)
+        except RayTaskError as exc:  # the kit's own code raised on the node: a bug, the same anywhere
+            work.failures.append(("harness_error", f"the task raised: {' '.join(str(exc).split())[-3000:]}"))
+            work.final = True
+            return None
+        except Exception as exc:  # its worker or node died beyond Ray's own re-runs, its result was lost, ...
+            work.failures.append(("node_lost", f"Ray lost the attempt ({type(exc).__name__}: "
+                                               f"{' '.join(str(exc).split())[:300]})"))
+            return None
+        if result.image is not None:
+            self._note_image(result.node_id, result.image)
+        if result.problem is not None:
+            work.failures.append((result.problem[0], f"on node {self._describe(result.node_id)}: {result.problem[1]}"))
+            work.tried.add(result.node_id)
+        return result
+
+    def _cleanup_nodes(self) -> None:
+        """Remove the run's containers and volumes from the daemon of every live Docker node."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        refs = [self.tasks["cleanup"].options(
+            num_cpus=0, resources={DOCKER_RESOURCE: DOCKER_SHARE}, max_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(self.config.label)
+            for node_id in self._feasible_nodes({DOCKER_RESOURCE: DOCKER_SHARE})]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=CLEANUP_TIMEOUT_SECONDS)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except Exception:  # that node died meanwhile: its daemon is cleaned when the run is resumed there
+                pass
+
+    # --- resources, nodes, images ------------------------------------------------------------------------------
+
+    def _request(self, containers: int) -> dict[str, float]:
+        """What one task needs on a node: the CPUs and memory of the containers it runs at once, and a sliver of
+        the Docker marker (plus any custom resources the run asks for)."""
+        from docker.utils import parse_bytes  # as the SDK reads the container's memory limit
+
+        limits = self.config.settings.limits
+        return {"CPU": containers * limits.cpus, "memory": float(containers * parse_bytes(limits.memory)),
+                DOCKER_RESOURCE: DOCKER_SHARE, **dict(self.config.ray_resources)}
+
+    def _feasible_nodes(self, request: dict[str, float]) -> list[str]:
+        """Live nodes whose totals can hold `request`."""
+        import ray
+
+        self.nodes = {n["NodeID"]: n for n in ray.nodes()}
+        return sorted(node_id for node_id, node in self.nodes.items() if node["Alive"] and
+                      all(node["Resources"].get(name, 0) >= amount for name, amount in request.items()))
+
+    def _describe(self, node_id: str) -> str:
+        if node_id not in self.nodes:
+            self._feasible_nodes({})
+        node = self.nodes.get(node_id) or {}
+        return f"{node.get('NodeName') or node.get('NodeManagerAddress') or '?'} ({node_id[:12]})"
+
+    def _note_image(self, node_id: str, image: ImageStatus) -> None:
+        """The report's status of a task's image: usable when some node had it, with every node that had not
+        named in its detail."""
+        seen = self.images.setdefault(image.task_id, {})
+        seen[node_id] = image
+        problems = "; ".join(f"{s.state} on node {self._describe(n)}: {s.detail}" for n, s in seen.items()
+                             if s.state != MATCH)
+        usable = [s for s in seen.values() if s.state == MATCH]
+        if usable:
+            self.state.images[image.task_id] = replace(
+                usable[0], detail=f"not usable on every node: {problems}" if problems else usable[0].detail)
+        else:
+            self.state.images[image.task_id] = replace(image, detail=problems)
+
+
+class _StuckWatch:
+    """Work that no live node can run waits for one (a node may be restarting), then ends as an infrastructure
+    error instead of waiting forever."""
+
+    def __init__(self) -> None:
+        self.checked = 0.0
+        self.since: float | None = None
+
+    def given_up(self, executor: RayExecutor, works: dict[Any, _Work], in_flight: dict[Any, Any]) -> list[Any]:
+        now = time.monotonic()
+        if now - self.checked < 5:  # look at the cluster every few seconds, not at every wait
+            return []
+        self.checked = now
+        stuck = [ref for ref, key in in_flight.items() if not executor._feasible_nodes(works[key].request)]
+        if not stuck:
+            self.since = None
+            return []
+        self.since = self.since or now
+        if now - self.since < NO_NODE_GRACE_SECONDS:
+            return []
+        self.since = None
+        for ref in stuck:
+            works[in_flight[ref]].failures.append(
+                ("ray_no_node", f"no live node of the cluster could run it for {NO_NODE_GRACE_SECONDS} s"))
+        return stuck

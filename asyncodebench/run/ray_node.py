@@ -1,0 +1,129 @@
+"""What a Ray task of the Ray executor does on the node that runs it.
+
+Find this node's Docker daemon (the worker's `DOCKER_HOST`, as `ray start` was given it) and the task's pinned image
+there (pulled by digest when allowed), remove what dead attempts of the same run left on that daemon, then run the
+same work as the local executor (`work`). The driver gets back a `NodeResult` and writes the run folder itself.
+
+Every container a task starts is labelled with its owner, `ray/<node id>/<pid>/<process start time>`. A later task
+of the run on the same daemon removes the containers whose owner is gone: a dead process of its own node, or any
+process of a node the cluster no longer counts as alive. That makes a retried attempt start clean (Ray re-runs a
+task whose worker or node died) and cleans a dead node's daemon when a node there runs the run's next task.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asyncodebench.harness.evaluation import Settings
+from asyncodebench.harness.sandbox import LABEL_OWNER, LABEL_RUN, SandboxUnavailableError, docker_client, set_owner
+from asyncodebench.harness.sandbox import remove_run_containers
+from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.run.executors import check_image
+from asyncodebench.run.work import Job, Outcome, evaluate_prediction, measure_baseline
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What one attempt found and did on its node. `problem` is an infrastructure failure of this node (its daemon,
+    its copy of the image), worth another try elsewhere: (infrastructure error kind, message)."""
+
+    node_id: str
+    image: ImageStatus | None  # the pinned image as found on this node; None when its daemon did not answer
+    outcome: Outcome | None = None  # a prediction's
+    baseline: dict[str, Any] | None = None  # a base state's record
+    problem: tuple[str, str] | None = None
+
+UNREACHABLE_DAEMON = ("docker_unavailable", "the Docker daemon of this node is not reachable")
+
+
+def evaluate_task(job: Job, allow_pull: bool) -> NodeResult:
+    """A Ray task: evaluate one prediction on this node."""
+    node_id, client, image = _prepare(job.spec, job.label, allow_pull)
+    if client is None or image is None:
+        return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
+    outcome = evaluate_prediction(client, job, image)
+    assert outcome is not None  # only a stop request gives none, and Ray stops a task by ending its process
+    kind = outcome.infrastructure_kind
+    if kind in ("sandbox_unavailable", f"image_{image.state}"):  # this node's fault: another may do better
+        return NodeResult(node_id, image, problem=(kind, outcome.result["infrastructure_error"]["message"]))
+    return NodeResult(node_id, image, outcome)
+
+
+def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict[str, bytes],
+                  allow_pull: bool) -> NodeResult:
+    """A Ray task: measure one task's base state on this node."""
+    node_id, client, image = _prepare(spec, label, allow_pull)
+    if client is None or image is None:
+        return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
+    if image.state != MATCH:
+        return NodeResult(node_id, image, problem=(f"image_{image.state}",
+                                                   f"image {spec.pinned_ref} is {image.state}: {image.detail}"))
+    record = measure_baseline(client, spec, label, settings, overlays)
+    if isinstance(record, str):
+        return NodeResult(node_id, image, problem=("sandbox_unavailable", record))
+    return NodeResult(node_id, image, baseline=record)
+
+
+def cleanup_task(label: str) -> int:
+    """A Ray task: remove every container and volume of the run from this node's daemon (none of its work runs)."""
+    try:
+        return remove_run_containers(docker_client(), label)
+    except SandboxUnavailableError:
+        return 0
+
+
+def _prepare(spec: TaskSpec, label: str, allow_pull: bool) -> tuple[str, Any, ImageStatus | None]:
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    set_owner(owner_of(node_id, os.getpid()))
+    try:
+        client = docker_client()
+        remove_orphans(client, label, node_id)
+    except Exception:  # SandboxUnavailableError, or the daemon failing while listing
+        return node_id, None, None
+    return node_id, client, check_image(client, spec, allow_pull)
+
+
+def owner_of(node_id: str, pid: int) -> str:
+    return f"ray/{node_id}/{pid}/{start_time(pid)}"
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): with the pid, it tells a
+    process apart from a later one that got the same pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def remove_orphans(client: Any, label: str, node_id: str) -> int:
+    """Remove the run's containers on this daemon whose owning Ray worker is gone; live work is left alone."""
+    import docker.errors
+    import ray
+
+    alive_nodes: set[str] | None = None
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={label}"}):
+        parts = container.labels.get(LABEL_OWNER, "").split("/")
+        if len(parts) != 4 or parts[0] != "ray":
+            continue  # not started by a Ray task: only a resumed run's cleanup removes it
+        _, owner_node, pid, started = parts
+        if owner_node == node_id:
+            gone = start_time(int(pid)) != started  # no such process now, or another one under its pid
+        else:
+            if alive_nodes is None:
+                alive_nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+            gone = owner_node not in alive_nodes
+        if gone:
+            try:
+                container.remove(force=True, v=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+    return removed
