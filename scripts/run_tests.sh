@@ -6,4 +6,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup_machine.sh
+# The Ray executor's tests start a local Ray cluster: the tests need the kit's `ray` extra, which the demo does not.
+if ! .venv/bin/python -c "import ray" >/dev/null 2>&1; then
+    .venv/bin/python -m pip install -qq --disable-pip-version-check -e ".[test,ray]"
+fi
 .venv/bin/python -m pytest -q tests "$@"

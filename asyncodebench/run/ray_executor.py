@@ -244,11 +244,12 @@ class RayExecutor:
         return {"CPU": containers * limits.cpus, "memory": float(containers * parse_bytes(limits.memory)),
                 DOCKER_RESOURCE: DOCKER_SHARE, **dict(self.config.ray_resources)}
 
-    def _feasible_nodes(self, request: dict[str, float]) -> list[str]:
-        """Live nodes whose totals can hold `request`."""
+    def _feasible_nodes(self, request: dict[str, float], refresh: bool = True) -> list[str]:
+        """Live nodes whose totals can hold `request` (as the cluster is now, or at the last refresh)."""
         import ray
 
-        self.nodes = {n["NodeID"]: n for n in ray.nodes()}
+        if refresh or not self.nodes:
+            self.nodes = {n["NodeID"]: n for n in ray.nodes()}
         return sorted(node_id for node_id, node in self.nodes.items() if node["Alive"] and
                       all(node["Resources"].get(name, 0) >= amount for name, amount in request.items()))
 
@@ -286,7 +287,9 @@ class _StuckWatch:
         if now - self.checked < 5:  # look at the cluster every few seconds, not at every wait
             return []
         self.checked = now
-        stuck = [ref for ref, key in in_flight.items() if not executor._feasible_nodes(works[key].request)]
+        executor._feasible_nodes({})  # one look at the cluster for all of them
+        stuck = [ref for ref, key in in_flight.items()
+                 if not executor._feasible_nodes(works[key].request, refresh=False)]
         if not stuck:
             self.since = None
             return []

@@ -83,9 +83,12 @@ def _prepare(spec: TaskSpec, label: str, allow_pull: bool) -> tuple[str, Any, Im
     set_owner(owner_of(node_id, os.getpid()))
     try:
         client = docker_client()
-        remove_orphans(client, label, node_id)
-    except Exception:  # SandboxUnavailableError, or the daemon failing while listing
+    except SandboxUnavailableError:
         return node_id, None, None
+    try:
+        remove_orphans(client, label, node_id)
+    except Exception:  # best effort: a later task, or the run's end, removes them
+        pass
     return node_id, client, check_image(client, spec, allow_pull)
 
 

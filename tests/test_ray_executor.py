@@ -1,0 +1,253 @@
+"""`evaluate.py --executor ray` on a real Ray cluster started here: the local executor's results, resumable with
+either executor, a worker node killed mid-run, Ctrl-C, and an image missing on one node only.
+
+One cluster serves the module (asyncodebench.run.local_ray): a head that runs no evaluation, `node-a` on this
+machine's Docker daemon and `node-b` on a dockerd of its own (DOCKER_HOST in its environment), which starts without
+the demo image. Each worker offers `docker` plus a resource named after it, so a run can be sent to one node with
+--ray-resources. Runs use the settings of the session's shared local run (`shared_demo_run`), whose results they
+must reproduce: an evaluation then asks for two CPUs (two containers of one CPU) and each worker has two, so each
+node evaluates one prediction at a time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator, NamedTuple
+
+import pytest
+
+from conftest import (FAST_FLAGS, ROOT, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, DemoDataset, EvalRun, evaluate_command,
+                      example_predictions, jsonl, run_containers, run_evaluate, script_env)
+from test_infrastructure_failures import Daemon
+
+from asyncodebench.run.local_ray import LocalCluster
+from asyncodebench.run.ray_node import owner_of, remove_orphans
+
+pytestmark = pytest.mark.docker
+
+MODELS = ["demo-syntax-error", "demo-gold", "demo-partial"]  # the order of every predictions file below
+Rows = dict[str, dict[str, Any]]  # model -> its report row without the line number
+FLAGS = (*FAST_FLAGS, "--memory", SHARED_RUN_MEMORY, "--pids", str(SHARED_RUN_PIDS))  # the shared run's settings
+
+
+class Cluster(NamedTuple):
+    ray: LocalCluster
+    daemon: Daemon  # node-b's own dockerd
+    flags: tuple[str, ...]  # what makes evaluate.py use this cluster
+
+    def daemon_of(self, node: str) -> str | None:
+        """DOCKER_HOST of a node's daemon (None: this machine's)."""
+        return self.daemon.host if node == "node-b" else None
+
+
+@pytest.fixture(scope="module")
+def cluster(demo_dataset: DemoDataset) -> Iterator[Cluster]:
+    if importlib.util.find_spec("ray") is None:
+        pytest.fail("Ray is not installed: these tests need the kit's ray extra (.venv/bin/python -m pip install -e "
+                    "'.[test,ray]'; scripts/run_tests.sh installs it)", pytrace=False)
+    root = Path(tempfile.mkdtemp(prefix="acb-ray-", dir="/tmp"))  # short: socket paths must fit in 108 bytes
+    (root / "dockerd").mkdir()
+    daemon = Daemon(root / "dockerd")
+    ray = LocalCluster(root / "cluster")
+    try:
+        daemon.start()
+        ray.start_head()
+        ray.add_worker("node-a", 2, {"docker": 1, "node_a": 1}, script_env(), wait=False)
+        ray.add_worker("node-b", 2, {"docker": 1, "node_b": 1}, script_env({"DOCKER_HOST": daemon.host}), wait=False)
+        ray.wait_ready("node-a", "node-b")
+        yield Cluster(ray, daemon, ("--executor", "ray", "--ray-address", ray.address, "--pull"))
+    finally:
+        ray.stop()
+        daemon.stop()
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def predictions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    examples = example_predictions()
+    path = tmp_path_factory.mktemp("ray-preds") / "preds.jsonl"
+    path.write_bytes(jsonl([examples[m] for m in MODELS]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(shared_demo_run: EvalRun) -> Rows:
+    """What the local executor gave for each model, with the same settings (line numbers aside)."""
+    return {model: row for model, row in rows(shared_demo_run.report).items() if model in MODELS}
+
+
+def rows(report: dict[str, Any]) -> Rows:
+    return {r["model_name_or_path"]: {k: v for k, v in r.items() if k != "line"} for r in report["predictions"]}
+
+
+def leftovers(cluster: Cluster, run_id: str) -> dict[str, list[str]]:
+    return {node: run_containers(run_id, cluster.daemon_of(node)) for node in ("node-a", "node-b")}
+
+
+def wait_for(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# --- leftovers of dead attempts ----------------------------------------------------------------------------------
+
+
+def test_a_task_removes_the_run_containers_of_dead_attempts_and_nothing_else(demo_dataset: DemoDataset) -> None:
+    """What every Ray task does first on its node's daemon (ray_node.remove_orphans), with owners on this node:
+    a dead worker's containers of the run go; a live worker's, another run's and unowned ones stay."""
+    import docker
+
+    client = docker.from_env()
+    node, dead = "f" * 56, subprocess.Popen(["true"])
+    dead.wait()
+    run, other = "orphans-0123abcd", "orphans-4567cdef"
+    made = {}
+    for name, label, owner in (("dead", run, owner_of(node, dead.pid)), ("live", run, owner_of(node, os.getpid())),
+                               ("other-run", other, owner_of(node, dead.pid)), ("unowned", run, None)):
+        labels = {"org.asyncodebench.run_id": label, **({"org.asyncodebench.owner": owner} if owner else {})}
+        made[name] = client.containers.create(demo_dataset.pinned_ref, ["true"], labels=labels, network_mode="none")
+    try:
+        assert remove_orphans(client, run, node) == 1
+        left = {c.id for c in client.containers.list(all=True, filters={"label": "org.asyncodebench.run_id"})}
+        assert {name for name, c in made.items() if c.id in left} == {"live", "other-run", "unowned"}
+    finally:
+        for container in made.values():
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+
+
+# --- an image missing on one node (first: node-b's daemon starts without the demo image) -------------------------
+
+
+def test_an_image_missing_on_one_node_is_an_infrastructure_error_naming_it_and_pulled_when_allowed(
+        cluster: Cluster, demo_dataset: DemoDataset, reference: Rows, tmp_path: Path) -> None:
+    on_b = ("--executor", "ray", "--ray-address", cluster.ray.address, "--ray-resources", '{"node_b": 0.01}')
+    gold = [example_predictions()["demo-gold"]]
+    missing = run_evaluate(gold, demo_dataset.path, "missing", tmp_path, *FLAGS, *on_b)
+    assert missing.returncode == 3, missing.stderr[-3000:]
+    (row,) = missing.report["predictions"]
+    assert row["status"] == "infrastructure_error" and row["infrastructure_error"]["kind"] == "image_missing"
+    message = row["infrastructure_error"]["message"]
+    assert message.startswith("3 attempt(s) failed: on node node-b (") and "not on this machine" in message
+    image = missing.report["run"]["images"][row["task_id"]]
+    assert image["state"] == "missing" and "on node node-b" in image["detail"]
+    assert "on node node-b" in missing.report["run"]["baselines"][row["task_id"]]["problem"]
+
+    pulled = run_evaluate(gold, demo_dataset.path, "missing", tmp_path, *FLAGS, *on_b, "--pull")
+    assert pulled.returncode == 0, pulled.stderr[-3000:]
+    assert rows(pulled.report) == {"demo-gold": reference["demo-gold"]}
+    assert pulled.report["run"]["images"][row["task_id"]]["state"] == "match"
+    assert leftovers(cluster, "missing") == {"node-a": [], "node-b": []}
+
+
+# --- the same results as the local executor, and a local run resumed on Ray -------------------------------------
+
+
+def test_ray_resumes_a_local_run_and_gives_the_local_executors_results(
+        cluster: Cluster, demo_dataset: DemoDataset, predictions: Path, reference: Rows,
+        shared_demo_run: EvalRun, tmp_path: Path) -> None:
+    first = tmp_path / "first.jsonl"
+    first.write_bytes(jsonl([example_predictions()[MODELS[0]]]))  # line 1 in both files
+    local = run_evaluate(first, demo_dataset.path, "mixed", tmp_path, *FLAGS)
+    assert local.returncode == 0, local.stderr[-3000:]
+    finished = local.folder(MODELS[0]) / "result.json"
+    stamp = finished.stat().st_mtime_ns
+
+    on_ray = run_evaluate(predictions, demo_dataset.path, "mixed", tmp_path, *FLAGS, *cluster.flags)
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert "1 predictions were already finished" in on_ray.stdout
+    assert finished.stat().st_mtime_ns == stamp  # resumed, not redone
+    assert on_ray.report["run"]["work"] == {"evaluated_now": 2, "already_finished": 1}
+    assert rows(on_ray.report) == reference
+    for model in MODELS:  # the same files, in the same layout, from either executor
+        assert sorted(p.name for p in on_ray.folder(model).iterdir()) == \
+            sorted(p.name for p in shared_demo_run.folder(model).iterdir())
+    assert sorted(p.name for p in on_ray.run_dir.iterdir()) == \
+        sorted(p.name for p in shared_demo_run.run_dir.iterdir())
+    assert leftovers(cluster, "mixed") == {"node-a": [], "node-b": []}
+
+
+# --- Ctrl-C, then the run resumed by the local executor -----------------------------------------------------------
+
+
+def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_executor_resumes(
+        cluster: Cluster, demo_dataset: DemoDataset, predictions: Path, reference: Rows, tmp_path: Path) -> None:
+    command = evaluate_command(predictions, demo_dataset.path, "ctrlc", tmp_path, *FLAGS, *cluster.flags)
+    process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    folders = tmp_path / "ctrlc" / "predictions"
+    started = lambda: list(folders.glob("*/result.json")) and any(leftovers(cluster, "ctrlc").values())  # noqa: E731
+    assert wait_for(started, 180), "the run never got going"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "resume with --run-id ctrlc" in stderr, stderr[-3000:]
+    assert leftovers(cluster, "ctrlc") == {"node-a": [], "node-b": []}
+    finished = len(list(folders.glob("*/result.json")))
+    assert 1 <= finished < len(MODELS)  # cancelled work recorded nothing
+
+    resumed = run_evaluate(predictions, demo_dataset.path, "ctrlc", tmp_path, *FLAGS, "--max-workers", "2")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"{finished} predictions were already finished" in resumed.stdout
+    assert rows(resumed.report) == reference
+
+
+# --- a worker node dies mid-run (last: the node is restarted) -----------------------------------------------------
+
+
+def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftovers_go_on_resume(
+        cluster: Cluster, demo_dataset: DemoDataset, predictions: Path, reference: Rows, tmp_path: Path) -> None:
+    command = evaluate_command(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
+    process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    owners: list[str] = []
+
+    def evaluating() -> bool:  # a prediction is being evaluated: a container of the run whose owner is a Ray worker
+        if not list((tmp_path / "killed" / "predictions").glob("*/result.json")):
+            return False
+        for node in ("node-a", "node-b"):
+            owners[:] = [owner for owner in _owners("killed", cluster.daemon_of(node)) if owner.startswith("ray/")]
+            if owners:
+                return True
+        return False
+
+    assert wait_for(evaluating, 180), "the run never got going"
+    victim = cluster.ray.node_of(int(owners[0].split("/")[2]))
+    cluster.ray.kill(victim)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-3000:]
+    report = json.loads((tmp_path / "killed" / "report.json").read_text())
+    assert report["run"]["work"] == {"evaluated_now": len(MODELS), "already_finished": 0}  # each recorded once
+    assert rows(report) == reference
+    stranded = run_containers("killed", cluster.daemon_of(victim))
+    assert stranded, "the killed node's containers were expected on its daemon until it comes back"
+
+    cluster.ray.restart(victim)
+    resumed = run_evaluate(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
+    assert resumed.returncode == 0 and f"{len(MODELS)} predictions were already finished" in resumed.stdout
+    assert leftovers(cluster, "killed") == {"node-a": [], "node-b": []}
+
+
+def _owners(run_id: str, docker_host: str | None) -> list[str]:
+    env = {**script_env(), **({"DOCKER_HOST": docker_host} if docker_host else {})}
+    done = subprocess.run(["docker", "ps", "-a", "--filter", "label=org.asyncodebench.run_id",
+                           "--format", '{{.Label "org.asyncodebench.run_id"}} {{.Label "org.asyncodebench.owner"}}'],
+                          capture_output=True, text=True, env=env)
+    return [line.split(" ", 1)[1] for line in done.stdout.splitlines()
+            if line.startswith(f"{run_id}-") and " " in line]
