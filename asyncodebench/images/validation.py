@@ -12,7 +12,9 @@ outcome differs between the runs is listed with how often each outcome came.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from typing import Any, Callable
 from asyncodebench.harness.evaluation import Evidence, Settings, evaluate_patch
 from asyncodebench.harness.probes import selector_results
 from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
-from asyncodebench.images.task_build import BuildError, fetch, git
+from asyncodebench.images.task_build import GIT_ENV, BuildError, fetch, git
 from asyncodebench.scoring.grading import SelectorResult, group_state, normalize_report
 
 STATES = ("base", "reference")
@@ -56,9 +58,13 @@ def reference_patch(repo: str, cache: Path, base: str, reference: str | None,
     except BuildError as exc:
         raise BuildError(f"cannot resolve the reference revision {rev} in {repo}; give --reference-revision "
                          f"(the commit holding the complete code): {exc}") from exc
-    diff = git("--git-dir", str(git_dir), "diff", "--binary", "--no-color", "--no-ext-diff", base, resolved,
-                *(("--", *paths) if paths else ()))
-    return resolved, (diff + "\n").encode() if diff else b""
+    # Bytes as git wrote them: a binary hunk ends with a blank line, and files need not be UTF-8.
+    done = subprocess.run(["git", "--git-dir", str(git_dir), "diff", "--binary", "--no-color", "--no-ext-diff", base,
+                           resolved, *(("--", *paths) if paths else ())],
+                          capture_output=True, env={**os.environ, **GIT_ENV}, check=False)
+    if done.returncode != 0:
+        raise BuildError(f"git diff {base} {resolved} failed: {done.stderr.decode(errors='replace').strip()}")
+    return resolved, done.stdout
 
 
 def without_overlays(spec: TaskSpec) -> TaskSpec:
