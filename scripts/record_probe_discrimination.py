@@ -22,15 +22,18 @@ TASKS = Path(__file__).resolve().parent.parent / "data" / "tasks"
 
 
 def block(validation: dict) -> dict:
-    name = validation["task_id"].split(":", 1)[1]
     points = {p["dependency_id"]: {group: {k: g[k] for k in ("passes_at_base", "passes_at_reference", "discriminates")}
                                    for group, g in p["groups"].items()}
               for p in validation["dependency_points"]}
+    listed, applied = validation["overlays_listed"], validation["overlays_applied"]
+    overlays = ("none listed" if not listed else f"all {listed} applied" if applied == listed
+                else f"{listed} listed, not applied (not available offline): base results are of the bare revision")
     return {
         "command": f"python scripts/validate_task_image.py {validation['task_id']} --images MAP --repeat "
-                   f"{validation['repeat']}" + ("" if validation["overlays_applied"] else " --no-overlays"),
-        "image": f"{validation['image']} ({validation['provenance']}, {name})",
-        "overlays_applied": bool(validation["overlays_applied"]),
+                   f"{validation['repeat']}" + (" --no-overlays" if listed and not applied else ""),
+        "image": validation["image"],
+        "provenance": validation["provenance"],
+        "overlays": overlays,
         "points": points,
     }
 
