@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -33,7 +34,7 @@ from asyncodebench.run.ray_node import owner_of, remove_orphans
 
 pytestmark = pytest.mark.docker
 
-MODELS = ["demo-syntax-error", "demo-gold", "demo-partial"]  # the order of every predictions file below
+MODELS = ["demo-empty", "demo-gold", "demo-partial"]  # quick ones (a collection error runs every probe alone)
 Rows = dict[str, dict[str, Any]]  # model -> its report row without the line number
 FLAGS = (*FAST_FLAGS, "--memory", SHARED_RUN_MEMORY, "--pids", str(SHARED_RUN_PIDS))  # the shared run's settings
 
@@ -133,6 +134,24 @@ def test_a_task_removes_the_run_containers_of_dead_attempts_and_nothing_else(dem
                 pass
 
 
+# --- no cluster, no node ----------------------------------------------------------------------------------------
+
+
+def test_a_cluster_that_does_not_answer_or_has_no_node_for_the_work_is_an_infrastructure_error(
+        cluster: Cluster, demo_dataset: DemoDataset, tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.2", 0))
+        port = probe.getsockname()[1]
+    gold = [example_predictions()["demo-gold"]]
+    for run_id, flags, kind in (
+            ("nocluster", ("--executor", "ray", "--ray-address", f"127.0.0.2:{port}"), "ray_unavailable"),
+            ("nonode", (*cluster.flags, "--ray-resources", '{"nowhere": 1}'), "ray_no_node")):
+        done = run_evaluate(gold, demo_dataset.path, run_id, tmp_path, *FLAGS, *flags)
+        assert done.returncode == 3, done.stderr[-3000:]
+        (row,) = done.report["predictions"]
+        assert row["status"] == "infrastructure_error" and row["infrastructure_error"]["kind"] == kind, row
+
+
 # --- an image missing on one node (first: node-b's daemon starts without the demo image) -------------------------
 
 
@@ -216,19 +235,22 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     command = evaluate_command(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    owners: list[str] = []
+    victims: list[str] = []
 
-    def evaluating() -> bool:  # a prediction is being evaluated: a container of the run whose owner is a Ray worker
+    def evaluating() -> bool:  # a prediction is being evaluated: a container of the run owned by a live Ray worker
         if not list((tmp_path / "killed" / "predictions").glob("*/result.json")):
             return False
         for node in ("node-a", "node-b"):
-            owners[:] = [owner for owner in _owners("killed", cluster.daemon_of(node)) if owner.startswith("ray/")]
-            if owners:
-                return True
+            for owner in _owners("killed", cluster.daemon_of(node)):
+                try:
+                    victims.append(cluster.ray.node_of(int(owner.split("/")[2])))
+                    return True
+                except (OSError, ValueError, IndexError):  # that worker is gone already, or not a Ray worker's
+                    continue
         return False
 
     assert wait_for(evaluating, 180), "the run never got going"
-    victim = cluster.ray.node_of(int(owners[0].split("/")[2]))
+    victim = victims[0]
     cluster.ray.kill(victim)
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr[-3000:]

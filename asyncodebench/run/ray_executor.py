@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import random
+import socket
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
@@ -41,6 +42,22 @@ RAY_RETRIES = 2  # Ray's own re-runs of an attempt whose worker process or node 
 NO_NODE_GRACE_SECONDS = 120  # how long work waits for a node able to run it (one may be restarting)
 WAIT_SECONDS = 1.0
 CLEANUP_TIMEOUT_SECONDS = 60
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a head that does not answer: `ray.init` would retry for minutes.
+
+    Raises:
+        ConnectionError: nothing listens at HOST:PORT.
+    """
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_SECONDS).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {address} ({exc})") from exc
 
 
 def ray_available() -> bool:
@@ -84,6 +101,7 @@ class RayExecutor:
         address = self.config.ray_address or "auto"
         try:
             if not ray.is_initialized():
+                _check_reachable(address)
                 ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         except Exception as exc:  # ConnectionError, or whatever Ray raises for a bad address
             return "ray_unavailable", (
@@ -218,14 +236,16 @@ class RayExecutor:
         return result
 
     def _cleanup_nodes(self) -> None:
-        """Remove the run's containers and volumes from the daemon of every live Docker node."""
+        """Remove the run's containers and volumes from the daemon of every live node the run may use (the Docker
+        nodes that offer the run's --ray-resources)."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        marker = {DOCKER_RESOURCE: DOCKER_SHARE, **dict(self.config.ray_resources)}
         refs = [self.tasks["cleanup"].options(
-            num_cpus=0, resources={DOCKER_RESOURCE: DOCKER_SHARE}, max_retries=0,
+            num_cpus=0, resources=marker, max_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(self.config.label)
-            for node_id in self._feasible_nodes({DOCKER_RESOURCE: DOCKER_SHARE})]
+            for node_id in self._feasible_nodes(marker)]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=CLEANUP_TIMEOUT_SECONDS)
         for ref in ready:
             try:
