@@ -119,7 +119,6 @@ class LocalCluster:
     def restart(self, name: str) -> None:
         self.kill(name)
         node = self.nodes[name]
-        node.log.write_text("")
         self._start(node)
         self._wait_ready(node)
 
@@ -136,7 +135,7 @@ class LocalCluster:
         return node
 
     def _start(self, node: Node) -> None:
-        with node.log.open("ab") as log:
+        with node.log.open("wb") as log:  # a fresh log: readiness is read from it
             node.process = subprocess.Popen(node.command, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True,
                                             env={**os.environ, **FAST_HEALTH_CHECKS, **node.env})
