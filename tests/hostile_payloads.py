@@ -147,7 +147,7 @@ _lines.append("ISOLATION uid=%d" % _os.getuid())
 for _folder in ("/tmp", "/testbed"):  # test suites run scripts they write (cookiecutter's hooks), as upstream allows
     _script = _folder + "/probe-exec.sh"
     with open(_script, "w") as _handle:
-        _handle.write("#!/bin/sh\necho ran\n")
+        _handle.write("#!/bin/sh\\necho ran\\n")
     _os.chmod(_script, 0o755)
     try:
         _ran = __import__("subprocess").run([_script], capture_output=True, text=True).stdout.strip()
