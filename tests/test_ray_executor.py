@@ -67,6 +67,8 @@ def cluster(demo_dataset: DemoDataset) -> Iterator[Cluster]:
         yield Cluster(ray, daemon, ("--executor", "ray", "--ray-address", ray.address, "--pull"))
     finally:
         ray.stop()
+        if daemon.process is not None and daemon.process.poll() is None:
+            daemon.kill()  # nothing of ours runs there any more; a clean stop takes some 15 s
         daemon.stop()
         mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
         for mount in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
@@ -122,10 +124,15 @@ def test_a_task_removes_the_run_containers_of_dead_attempts_and_nothing_else(dem
                                ("other-run", other, owner_of(node, dead.pid)), ("unowned", run, None)):
         labels = {"org.asyncodebench.run_id": label, **({"org.asyncodebench.owner": owner} if owner else {})}
         made[name] = client.containers.create(demo_dataset.pinned_ref, ["true"], labels=labels, network_mode="none")
+    def exists(container: Any) -> bool:
+        try:
+            return client.containers.get(container.id) is not None
+        except docker.errors.NotFound:
+            return False
+
     try:
         assert remove_orphans(client, run, node) == 1
-        left = {c.id for c in client.containers.list(all=True, filters={"label": "org.asyncodebench.run_id"})}
-        assert {name for name, c in made.items() if c.id in left} == {"live", "other-run", "unowned"}
+        assert {name for name, c in made.items() if exists(c)} == {"live", "other-run", "unowned"}
     finally:
         for container in made.values():
             try:
@@ -235,30 +242,32 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     command = evaluate_command(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    victims: list[str] = []
+    victims: list[tuple[str, str]] = []  # (node name, Ray node id)
 
-    def evaluating() -> bool:  # a prediction is being evaluated: a container of the run owned by a live Ray worker
+    def evaluating() -> bool:  # a step is running: a running container of the run owned by a live Ray worker
         if not list((tmp_path / "killed" / "predictions").glob("*/result.json")):
             return False
         for node in ("node-a", "node-b"):
-            for owner in _owners("killed", cluster.daemon_of(node)):
+            for owner in _owners("killed", cluster.daemon_of(node), running=True):
                 try:
-                    victims.append(cluster.ray.node_of(int(owner.split("/")[2])))
+                    victims.append((cluster.ray.node_of(int(owner.split("/")[2])), owner.split("/")[1]))
                     return True
                 except (OSError, ValueError, IndexError):  # that worker is gone already, or not a Ray worker's
                     continue
         return False
 
     assert wait_for(evaluating, 180), "the run never got going"
-    victim = victims[0]
+    victim, victim_id = victims[0]
     cluster.ray.kill(victim)
+    stranded = [owner for owner in _owners("killed", cluster.daemon_of(victim)) if owner.split("/")[1] == victim_id]
+    assert stranded, "the killed node was running a step: its containers are left on its daemon"
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr[-3000:]
     report = json.loads((tmp_path / "killed" / "report.json").read_text())
     assert report["run"]["work"] == {"evaluated_now": len(MODELS), "already_finished": 0}  # each recorded once
     assert rows(report) == reference
-    stranded = run_containers("killed", cluster.daemon_of(victim))
-    assert stranded, "the killed node's containers were expected on its daemon until it comes back"
+    # nothing else runs on that daemon: its leftovers wait for the node to come back
+    assert sorted(stranded) == sorted(o for o in _owners("killed", cluster.daemon_of(victim)) if victim_id in o)
 
     cluster.ray.restart(victim)
     resumed = run_evaluate(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
@@ -266,9 +275,10 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     assert leftovers(cluster, "killed") == {"node-a": [], "node-b": []}
 
 
-def _owners(run_id: str, docker_host: str | None) -> list[str]:
+def _owners(run_id: str, docker_host: str | None, running: bool = False) -> list[str]:
+    """The owner labels of the run's containers on a daemon (of its running ones only, with `running`)."""
     env = {**script_env(), **({"DOCKER_HOST": docker_host} if docker_host else {})}
-    done = subprocess.run(["docker", "ps", "-a", "--filter", "label=org.asyncodebench.run_id",
+    done = subprocess.run(["docker", "ps", *([] if running else ["-a"]), "--filter", "label=org.asyncodebench.run_id",
                            "--format", '{{.Label "org.asyncodebench.run_id"}} {{.Label "org.asyncodebench.owner"}}'],
                           capture_output=True, text=True, env=env)
     return [line.split(" ", 1)[1] for line in done.stdout.splitlines()

@@ -287,7 +287,8 @@ def remove_run_containers(client: Any, run_id: str) -> int:
     """Remove the containers and volumes left behind by an interrupted run (for example after `kill -9`)."""
     import docker.errors
 
-    leftovers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    # Sparse: no inspection of each listed container, which may be removed meanwhile by the evaluation it serves.
+    leftovers = client.containers.list(all=True, sparse=True, filters={"label": f"{LABEL_RUN}={run_id}"})
     for container in leftovers:
         try:
             container.remove(force=True, v=True)

@@ -112,8 +112,9 @@ def remove_orphans(client: Any, label: str, node_id: str) -> int:
 
     alive_nodes: set[str] | None = None
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={label}"}):
-        parts = container.labels.get(LABEL_OWNER, "").split("/")
+    # Sparse: the listing's own labels, no inspection of each container (which may be gone by then).
+    for container in client.containers.list(all=True, sparse=True, filters={"label": f"{LABEL_RUN}={label}"}):
+        parts = (container.attrs.get("Labels") or {}).get(LABEL_OWNER, "").split("/")
         if len(parts) != 4 or parts[0] != "ray":
             continue  # not started by a Ray task: only a resumed run's cleanup removes it
         _, owner_node, pid, started = parts
