@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import io
+import os
 import tarfile
 import tempfile
 import threading
@@ -111,7 +112,7 @@ def base_volume(client: Any, image_ref: str, run_id: str, workdir: str) -> str:
 
     name = f"asyncodebench-base-{hashlib.sha256(f'{run_id} {image_ref}'.encode()).hexdigest()[:20]}"
     # Processes evaluating the same run on this host (Ray workers) must not see the volume before it is filled.
-    with open(f"{tempfile.gettempdir()}/{name}.lock", "a") as lock:
+    with open(_lock_path(name), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             existing = client.volumes.list(filters={"name": name})
@@ -304,7 +305,15 @@ def remove_run_volumes(client: Any, run_id: str) -> None:
         try:
             volume.remove(force=True)
         except Exception:  # still in use by a container being removed; the next cleanup takes it
+            continue
+        try:
+            os.unlink(_lock_path(volume.name))  # the run is over: nothing waits to fill that volume
+        except OSError:
             pass
+
+
+def _lock_path(volume: str) -> str:
+    return f"{tempfile.gettempdir()}/{volume}.lock"
 
 
 def _labels(run_id: str) -> dict[str, str]:
