@@ -23,7 +23,7 @@ DATA_DIR = PROJECT_ROOT / "data"
 DOCKERFILE = DATA_DIR / "tasks" / "Dockerfile"
 DEMO_TASK_ID = "asyncodebench-demo:minicache"
 WORKDIR = "/testbed"
-RECIPE_KEYS = {"python", "requirements", "system_packages", "pythonpath", "interpreter_aliases", "notes"}
+RECIPE_KEYS = {"python", "requirements", "system_packages", "pythonpath", "interpreter_aliases"}
 # The harness reads each evaluation's results through these; a recipe without them cannot be graded.
 HARNESS_REQUIREMENTS = ("pytest", "pytest-json-report")
 # name==version, optionally with an environment marker (`; python_version < "3.11"`).

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import subprocess
 import time
 from collections import Counter
@@ -51,8 +50,12 @@ def reference_patch(repo: str, cache: Path, base: str, reference: str | None,
     git_dir = fetch(repo, base, cache, depth=2)  # the base and its parent
     rev = f"{base}^"
     if reference:
-        fetch(repo, reference, cache)  # a name (not a commit id) is then what the fetch brought: FETCH_HEAD
-        rev = reference if re.fullmatch(r"[0-9a-f]{40}", reference) else "FETCH_HEAD"
+        fetch(repo, reference, cache)
+        # A commit id the cache now holds names itself; a branch or tag name is what the fetch brought (FETCH_HEAD).
+        known = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet",
+                                f"{reference}^{{commit}}"], capture_output=True, env={**os.environ, **GIT_ENV},
+                               check=False).returncode == 0
+        rev = reference if known else "FETCH_HEAD"
     try:
         resolved = git("--git-dir", str(git_dir), "rev-parse", "--verify", f"{rev}^{{commit}}")
     except BuildError as exc:
