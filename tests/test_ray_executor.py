@@ -243,12 +243,18 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     victims: list[tuple[str, str]] = []  # (node name, Ray node id)
+    seen: set[str] = set()  # containers of the run seen running so far
 
-    def evaluating() -> bool:  # a step is running: a running container of the run owned by a live Ray worker
-        if not list((tmp_path / "killed" / "predictions").glob("*/result.json")):
-            return False
+    def evaluating() -> bool:
+        """A step has just started: a container of the run that was not running at the last look (~0.1 s ago), owned
+        by a live Ray worker. One seen running for longer may be in its teardown already (removed by force while it
+        still shows as running), and would be gone by the time the node is killed."""
+        finished = bool(list((tmp_path / "killed" / "predictions").glob("*/result.json")))
         for node in ("node-a", "node-b"):
-            for owner in _owners("killed", cluster.daemon_of(node), running=True):
+            running = _containers("killed", cluster.daemon_of(node), running=True)
+            new = [owner for container, owner in running.items() if container not in seen]
+            seen.update(running)
+            for owner in new if finished else []:
                 try:
                     victims.append((cluster.ray.node_of(int(owner.split("/")[2])), owner.split("/")[1]))
                     return True
@@ -259,7 +265,11 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     assert wait_for(evaluating, 180), "the run never got going"
     victim, victim_id = victims[0]
     cluster.ray.kill(victim)
-    stranded = [owner for owner in _owners("killed", cluster.daemon_of(victim)) if owner.split("/")[1] == victim_id]
+
+    def left() -> list[str]:
+        return sorted(o for o in _containers("killed", cluster.daemon_of(victim)).values() if victim_id in o)
+
+    stranded = _settled(left)  # a removal the dead worker asked for just before it died may still be under way
     assert stranded, "the killed node was running a step: its containers are left on its daemon"
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr[-3000:]
@@ -267,7 +277,7 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     assert report["run"]["work"] == {"evaluated_now": len(MODELS), "already_finished": 0}  # each recorded once
     assert rows(report) == reference
     # nothing else runs on that daemon: its leftovers wait for the node to come back
-    assert sorted(stranded) == sorted(o for o in _owners("killed", cluster.daemon_of(victim)) if victim_id in o)
+    assert left() == stranded
 
     cluster.ray.restart(victim)
     resumed = run_evaluate(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
@@ -275,11 +285,25 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     assert leftovers(cluster, "killed") == {"node-a": [], "node-b": []}
 
 
-def _owners(run_id: str, docker_host: str | None, running: bool = False) -> list[str]:
-    """The owner labels of the run's containers on a daemon (of its running ones only, with `running`)."""
+def _containers(run_id: str, docker_host: str | None, running: bool = False) -> dict[str, str]:
+    """Container id -> owner label, of the run's containers on a daemon (of its running ones only, with `running`)."""
     env = {**script_env(), **({"DOCKER_HOST": docker_host} if docker_host else {})}
-    done = subprocess.run(["docker", "ps", *([] if running else ["-a"]), "--filter", "label=org.asyncodebench.run_id",
-                           "--format", '{{.Label "org.asyncodebench.run_id"}} {{.Label "org.asyncodebench.owner"}}'],
+    done = subprocess.run(["docker", "ps", "--no-trunc", *([] if running else ["-a"]), "--filter",
+                           "label=org.asyncodebench.run_id", "--format",
+                           '{{.ID}} {{.Label "org.asyncodebench.run_id"}} {{.Label "org.asyncodebench.owner"}}'],
                           capture_output=True, text=True, env=env)
-    return [line.split(" ", 1)[1] for line in done.stdout.splitlines()
-            if line.startswith(f"{run_id}-") and " " in line]
+    fields = [line.split(" ", 2) for line in done.stdout.splitlines()]
+    return {f[0]: f[2] for f in fields if len(f) == 3 and f[1].startswith(f"{run_id}-") and f[2]}
+
+
+def _settled(listing: Any, seconds: float = 60) -> Any:
+    """What `listing()` gives once it gives the same three times in a row, a second apart."""
+    deadline, last, same = time.monotonic() + seconds, None, 0
+    while time.monotonic() < deadline:
+        now = listing()
+        same = same + 1 if now == last else 0
+        if same == 2:
+            return now
+        last = now
+        time.sleep(1)
+    raise AssertionError(f"still changing after {seconds} s: {last}")
