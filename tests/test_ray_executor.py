@@ -27,7 +27,7 @@ import pytest
 
 from conftest import (FAST_FLAGS, ROOT, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, DemoDataset, EvalRun, evaluate_command,
                       example_predictions, jsonl, run_containers, run_evaluate, script_env)
-from test_infrastructure_failures import Daemon
+from second_daemon import Daemon
 
 from asyncodebench.run.local_ray import LocalCluster
 from asyncodebench.run.ray_node import owner_of, remove_orphans
