@@ -159,6 +159,27 @@ def test_a_cluster_that_does_not_answer_or_has_no_node_for_the_work_is_an_infras
         assert row["status"] == "infrastructure_error" and row["infrastructure_error"]["kind"] == kind, row
 
 
+def test_nodes_refuse_to_grade_with_other_code_than_the_drivers(
+        cluster: Cluster, demo_dataset: DemoDataset, tmp_path: Path) -> None:
+    """The driver runs a copy of the kit with one changed line; the nodes have the checkout's: no node grades."""
+    copy = tmp_path / "kit"
+    shutil.copytree(ROOT / "asyncodebench", copy / "asyncodebench", ignore=shutil.ignore_patterns("__pycache__"))
+    for beside in ("schemas", "data"):  # what the package reads from its checkout
+        (copy / beside).symlink_to(ROOT / beside)
+    with (copy / "asyncodebench" / "scoring" / "results.py").open("a") as changed:
+        changed.write("\n# a changed line\n")
+    gold = [example_predictions()["demo-gold"]]
+    done = run_evaluate(gold, demo_dataset.path, "otherkit", tmp_path, *FLAGS, *cluster.flags,
+                        env={"PYTHONPATH": str(copy)})
+    assert done.returncode == 3, done.stderr[-3000:]
+    (row,) = done.report["predictions"]
+    assert row["status"] == "infrastructure_error" and row["infrastructure_error"]["kind"] == "kit_mismatch", row
+    message = row["infrastructure_error"]["message"]
+    assert message.startswith("3 attempt(s) failed: ") and "install the driver's kit on every node" in message
+    assert "on node node-a (" in message and "on node node-b (" in message  # tried on both, named
+    assert leftovers(cluster, "otherkit") == {"node-a": [], "node-b": []}
+
+
 # --- an image missing on one node (first: node-b's daemon starts without the demo image) -------------------------
 
 

@@ -7,11 +7,11 @@ puts more containers on a node than it can hold. The driver needs no Docker: it 
 run folder from what they return (`ray_node.NodeResult`).
 
 Faults. A task whose worker process or node dies is re-run by Ray (`RAY_RETRIES`). A task that comes back with an
-infrastructure failure of its node (daemon gone, image missing or with another digest there) is tried again on a
-node it has not failed on, `TRIES` attempts in all, after which it is recorded as an infrastructure error naming
-every node and what went wrong there. Each prediction's outcome is recorded once, by the driver, whatever the
-number of attempts. Ctrl-C cancels every task (ending their worker processes) and then removes the run's containers
-on every node.
+infrastructure failure of its node (daemon gone, image missing or with another digest there, another kit than the
+driver's) is tried again on a node it has not failed on, `TRIES` attempts in all, after which it is recorded as an
+infrastructure error naming every node and what went wrong there. Each prediction's outcome is recorded once, by
+the driver, whatever the number of attempts. Ctrl-C cancels every task (ending their worker processes) and then
+removes the run's containers on every node.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class RayExecutor:
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
         config, specs = self.config, self.state.specs
         works = {task_id: self._work("baseline", 1, specs[task_id], config.label, config.settings, task_overlays,
-                                     config.pull)
+                                     config.pull, ray_node.kit_fingerprint())
                  for task_id, task_overlays in overlays.items()}
         records: dict[str, dict[str, Any] | str] = {}
 
@@ -137,7 +137,9 @@ class RayExecutor:
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
         by_line = {job.prediction.line: job for job in jobs}
-        works = {line: self._work("evaluate", STEPS_AT_ONCE, job, self.config.pull) for line, job in by_line.items()}
+        kit = ray_node.kit_fingerprint()
+        works = {line: self._work("evaluate", STEPS_AT_ONCE, job, self.config.pull, kit)
+                 for line, job in by_line.items()}
 
         def finish(line: int, result: NodeResult | None) -> None:
             job = by_line[line]

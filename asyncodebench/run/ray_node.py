@@ -8,15 +8,21 @@ Every container a task starts is labelled with its owner, `ray/<node id>/<pid>/<
 of the run on the same daemon removes the containers whose owner is gone: a dead process of its own node, or any
 process of a node the cluster no longer counts as alive. That makes a retried attempt start clean (Ray re-runs a
 task whose worker or node died) and cleans a dead node's daemon when a node there runs the run's next task.
+
+A node grades only with the very code the driver has (`kit_fingerprint`): a node with another version of the kit,
+or a modified copy, would score differently without anyone noticing, so it refuses the work, which goes elsewhere.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncodebench
 from asyncodebench.harness.evaluation import Settings
 from asyncodebench.harness.sandbox import LABEL_OWNER, LABEL_RUN, SandboxUnavailableError, docker_client, set_owner
 from asyncodebench.harness.sandbox import remove_run_containers
@@ -40,8 +46,34 @@ class NodeResult:
 UNREACHABLE_DAEMON = ("docker_unavailable", "the Docker daemon of this node is not reachable")
 
 
-def evaluate_task(job: Job, allow_pull: bool) -> NodeResult:
+def kit_fingerprint() -> str:
+    """The kit's version and a digest of its code (every file of the package, by path), as installed here."""
+    return _fingerprint(Path(asyncodebench.__file__).parent)
+
+
+@functools.lru_cache(maxsize=None)
+def _fingerprint(package: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                       and p.suffix not in (".pyc", ".pyo")):
+        digest.update(f"{path.relative_to(package).as_posix()}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    return f"{asyncodebench.__version__}+{digest.hexdigest()[:16]}"
+
+
+def kit_problem(driver_kit: str) -> tuple[str, str] | None:
+    """Why this node must not grade for a driver with `driver_kit` (None: it has the same code)."""
+    here = kit_fingerprint()
+    if here == driver_kit:
+        return None
+    return ("kit_mismatch", f"this node has asyncodebench {here}, the driver {driver_kit}: install the driver's "
+                            "kit on every node (same version, unmodified)")
+
+
+def evaluate_task(job: Job, allow_pull: bool, driver_kit: str) -> NodeResult:
     """A Ray task: evaluate one prediction on this node."""
+    if problem := kit_problem(driver_kit):
+        return NodeResult(_node_id(), None, problem=problem)
     node_id, client, image = _prepare(job.spec, job.label, allow_pull)
     if client is None or image is None:
         return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
@@ -54,8 +86,10 @@ def evaluate_task(job: Job, allow_pull: bool) -> NodeResult:
 
 
 def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict[str, bytes],
-                  allow_pull: bool) -> NodeResult:
+                  allow_pull: bool, driver_kit: str) -> NodeResult:
     """A Ray task: measure one task's base state on this node."""
+    if problem := kit_problem(driver_kit):
+        return NodeResult(_node_id(), None, problem=problem)
     node_id, client, image = _prepare(spec, label, allow_pull)
     if client is None or image is None:
         return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
@@ -76,10 +110,14 @@ def cleanup_task(label: str) -> int:
         return 0
 
 
-def _prepare(spec: TaskSpec, label: str, allow_pull: bool) -> tuple[str, Any, ImageStatus | None]:
+def _node_id() -> str:
     import ray
 
-    node_id = ray.get_runtime_context().get_node_id()
+    return ray.get_runtime_context().get_node_id()
+
+
+def _prepare(spec: TaskSpec, label: str, allow_pull: bool) -> tuple[str, Any, ImageStatus | None]:
+    node_id = _node_id()
     set_owner(owner_of(node_id, os.getpid()))
     try:
         client = docker_client()
