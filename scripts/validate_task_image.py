@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         [*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
     try:
         reference = validation.reference_patch(args.repo or row["repository_url"], cache_dir(), spec.base_revision,
-                                               args.reference_revision, paths)
+                                               args.reference_revision, paths, overlays)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3

@@ -8,6 +8,7 @@ parent commit. The 15 real tasks are covered by scripts/fidelity_table.py and th
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,6 +128,46 @@ def test_a_base_without_parent_needs_the_reference_revision(demo_dataset: DemoDa
     # The demo's base commit is a root commit: there is no parent to take the complete code from.
     done = _validate(demo_dataset.path, rebuilt_demo, tmp_path)
     assert done.returncode == 3 and "--reference-revision" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_with_overlays_the_reference_patch_starts_from_the_overlaid_base(tmp_path: Path) -> None:
+    """Agents' patches apply on top of the overlays, so the reference patch must too: it is the diff from the base
+    with its overlays applied (an overlay that stubs the very lines the complete code replaces would otherwise make
+    the reference patch fail to apply)."""
+    from asyncodebench.images.validation import reference_patch
+
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@invalid", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+
+    def commit(text: str, other: str = "kept\n") -> str:
+        (repo / "lib.py").write_text(text)
+        (repo / "other.py").write_text(other)
+        subprocess.run([*git, "-C", str(repo), "add", "-A"], check=True)
+        subprocess.run([*git, "-C", str(repo), "commit", "-qm", "x"], check=True)
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    complete = "def size():\n    return 3\n"
+    commit(complete, "complete\n")  # the parent holds the complete code
+    base = commit("def size():\n    pass\n")  # the base stubs it
+    overlay = (b"--- a/lib.py\n+++ b/lib.py\n@@ -1,2 +1,2 @@\n def size():\n-    pass\n+    return 0\n")
+
+    def applies(patch: bytes, overlays: tuple[bytes, ...]) -> bool:
+        shutil.rmtree(work, ignore_errors=True)
+        subprocess.run(["git", "clone", "-q", str(repo), str(work)], check=True)
+        subprocess.run(["git", "-C", str(work), "checkout", "-q", base], check=True)
+        for number, extra in enumerate((*overlays, patch)):
+            (tmp_path / f"{number}.patch").write_bytes(extra)
+            if subprocess.run(["git", "-C", str(work), "apply", str(tmp_path / f"{number}.patch")],
+                              capture_output=True).returncode != 0:
+                return False
+        return (work / "lib.py").read_text() == complete and (work / "other.py").read_text() == "kept\n"
+
+    _, bare = reference_patch(str(repo), tmp_path / "cache", base, None, ("lib.py",))
+    _, overlaid = reference_patch(str(repo), tmp_path / "cache", base, None, ("lib.py",), {"o.patch": overlay})
+    assert applies(bare, ()) and not applies(bare, (overlay,))
+    assert applies(overlaid, (overlay,))  # and other.py, outside the paths, stays the base's
 
 
 def test_flaky_outcomes_and_varying_ids_are_told_apart() -> None:

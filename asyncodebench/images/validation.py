@@ -2,8 +2,9 @@
 
 The base state (overlays applied when they are given) is compared with the row's recorded initial counts; the
 reference state with the recorded completed counts. For Commit0 tasks the base commit's parent holds the original
-upstream code, so the reference patch is derived here from the repository (`git diff base parent`), restricted
-to the task's writable paths; it is never stored. Every probe selector runs in both states, and each dependency
+upstream code, so the reference patch is derived here from the repository (`git diff base parent`, from the base
+with its overlays applied when there are any: agents' patches start there too), restricted to the task's writable
+paths; it is never stored. Every probe selector runs in both states, and each dependency
 point's groups are judged: a group discriminates when it fails at base and passes at reference. Each state runs
 `repeat` times, each time in fresh containers (the harness's own procedure), and every test or selector whose
 outcome differs between the runs is listed with how often each outcome came.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -40,9 +42,10 @@ class StateRun:
     seconds: float
 
 
-def reference_patch(repo: str, cache: Path, base: str, reference: str | None,
-                    paths: tuple[str, ...]) -> tuple[str, bytes]:
-    """(reference revision, the diff from base to it restricted to `paths`) from the task's repository.
+def reference_patch(repo: str, cache: Path, base: str, reference: str | None, paths: tuple[str, ...],
+                    overlays: dict[str, bytes] | None = None) -> tuple[str, bytes]:
+    """(reference revision, the diff to it restricted to `paths`) from the task's repository: from the base, or from
+    the base with `overlays` applied in order (the evaluation applies them, then the patch).
 
     Raises:
         BuildError: the repository or a revision cannot be had; a base without a parent needs `reference`.
@@ -61,13 +64,30 @@ def reference_patch(repo: str, cache: Path, base: str, reference: str | None,
     except BuildError as exc:
         raise BuildError(f"cannot resolve the reference revision {rev} in {repo}; give --reference-revision "
                          f"(the commit holding the complete code): {exc}") from exc
+    start = _overlaid_tree(git_dir, base, overlays) if overlays else base
     # Bytes as git wrote them: a binary hunk ends with a blank line, and files need not be UTF-8.
-    done = subprocess.run(["git", "--git-dir", str(git_dir), "diff", "--binary", "--no-color", "--no-ext-diff", base,
+    done = subprocess.run(["git", "--git-dir", str(git_dir), "diff", "--binary", "--no-color", "--no-ext-diff", start,
                            resolved, *(("--", *paths) if paths else ())],
                           capture_output=True, env={**os.environ, **GIT_ENV}, check=False)
     if done.returncode != 0:
         raise BuildError(f"git diff {base} {resolved} failed: {done.stderr.decode(errors='replace').strip()}")
     return resolved, done.stdout
+
+
+def _overlaid_tree(git_dir: Path, base: str, overlays: dict[str, bytes]) -> str:
+    """The tree of `base` with the overlays applied, built in a scratch index (the repository has no work tree)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, **GIT_ENV, "GIT_INDEX_FILE": f"{scratch}/index"}
+        steps = [["read-tree", base]]
+        for number, patch in enumerate(overlays.values()):
+            (Path(scratch) / f"{number}.patch").write_bytes(patch)
+            steps.append(["apply", "--cached", "--whitespace=nowarn", f"{scratch}/{number}.patch"])
+        for step in [*steps, ["write-tree"]]:
+            done = subprocess.run(["git", "--git-dir", str(git_dir), *step], capture_output=True, env=env, check=False)
+            if done.returncode != 0:
+                raise BuildError(f"git {step[0]} failed while applying the overlays to {base[:12]}: "
+                                 f"{done.stderr.decode(errors='replace').strip()}")
+        return done.stdout.decode().strip()
 
 
 def without_overlays(spec: TaskSpec) -> TaskSpec:
