@@ -27,10 +27,11 @@ def block(validation: dict) -> dict:
               for p in validation["dependency_points"]}
     listed, applied = validation["overlays_listed"], validation["overlays_applied"]
     overlays = ("none listed" if not listed else f"all {listed} applied" if applied == listed
-                else f"{listed} listed, not applied (not available offline): base results are of the bare revision")
+                else f"{listed} listed, not applied: base results are of the bare revision")
     return {
         "command": f"python scripts/validate_task_image.py {validation['task_id']} --images MAP --repeat "
-                   f"{validation['repeat']}" + (" --no-overlays" if listed and not applied else ""),
+                   f"{validation['repeat']}" + (" --no-overlays" if listed and not applied else
+                                                " --overlays-dir CHECKOUT" if applied else ""),
         "image": validation["image"],
         "provenance": validation["provenance"],
         "overlays": overlays,
