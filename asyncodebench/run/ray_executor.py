@@ -10,8 +10,8 @@ Faults. A task whose worker process or node dies is re-run by Ray (`RAY_RETRIES`
 infrastructure failure of its node (daemon gone, image missing or with another digest there, another kit than the
 driver's) is tried again on a node it has not failed on, `TRIES` attempts in all, after which it is recorded as an
 infrastructure error naming every node and what went wrong there. Each prediction's outcome is recorded once, by
-the driver, whatever the number of attempts. Ctrl-C cancels every task (ending their worker processes) and then
-removes the run's containers on every node.
+the driver, whatever the number of attempts. Ctrl-C stops the run on every node (see `ray_node`: a stop marker, and
+the run's containers removed), waits briefly for the tasks to return and sweeps the nodes once more.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import logging
 import random
 import socket
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -92,6 +93,7 @@ class RayExecutor:
         self.nodes: dict[str, dict[str, Any]] = {}  # node id -> its ray.nodes() entry, refreshed when looked at
         self.tasks: dict[str, Any] = {}  # the Ray remote functions, made once connected
         self.images: dict[str, dict[str, ImageStatus]] = {}  # task -> node -> its pinned image as found there
+        self.session = uuid.uuid4().hex[:16]  # names this driver's stop markers on the nodes
 
     # --- the Executor protocol ---------------------------------------------------------------------------------
 
@@ -122,7 +124,7 @@ class RayExecutor:
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
         config, specs = self.config, self.state.specs
         works = {task_id: self._work("baseline", 1, specs[task_id], config.label, config.settings, task_overlays,
-                                     config.pull, ray_node.kit_fingerprint())
+                                     config.pull, ray_node.kit_fingerprint(), self.session)
                  for task_id, task_overlays in overlays.items()}
         records: dict[str, dict[str, Any] | str] = {}
 
@@ -138,7 +140,7 @@ class RayExecutor:
     def evaluate(self, jobs: list[Job], record: Record) -> None:
         by_line = {job.prediction.line: job for job in jobs}
         kit = ray_node.kit_fingerprint()
-        works = {line: self._work("evaluate", STEPS_AT_ONCE, job, self.config.pull, kit)
+        works = {line: self._work("evaluate", STEPS_AT_ONCE, job, self.config.pull, kit, self.session)
                  for line, job in by_line.items()}
 
         def finish(line: int, result: NodeResult | None) -> None:
@@ -158,8 +160,7 @@ class RayExecutor:
 
     def _drive(self, works: dict[Any, _Work], finish: Callable[[Any, NodeResult | None], None]) -> None:
         """Run every piece of work to its end, trying infrastructure failures again elsewhere; `finish` is called
-        once per piece, in this thread (None: it failed). Ctrl-C cancels what runs, removes its containers on every
-        node and raises."""
+        once per piece, in this thread (None: it failed). Ctrl-C stops the run on every node and raises."""
         import ray
 
         queue = list(works)
@@ -187,10 +188,11 @@ class RayExecutor:
                 finish(key, result)
         except KeyboardInterrupt:
             self.state.stopping.set()
-            for ref in in_flight:
-                ray.cancel(ref, force=True)  # ends the worker processes; their containers stay until the cleanup
+            # Not ray.cancel: cancelling a task just as it completes can crash the driver (a Ray bug). Tasks yet to
+            # start see the stop marker and return; running steps fail fast once their containers are gone.
+            self._cleanup_nodes(stop=True)
             ray.wait(list(in_flight), num_returns=len(in_flight), timeout=CLEANUP_TIMEOUT_SECONDS)
-            self._cleanup_nodes()
+            self._cleanup_nodes(stop=True)  # what a step started while the first sweep ran
             raise
 
     def _work(self, task: str, containers: int, *args: Any) -> _Work:
@@ -237,16 +239,17 @@ class RayExecutor:
             work.tried.add(result.node_id)
         return result
 
-    def _cleanup_nodes(self) -> None:
+    def _cleanup_nodes(self, stop: bool = False) -> None:
         """Remove the run's containers and volumes from the daemon of every live node the run may use (the Docker
-        nodes that offer the run's --ray-resources)."""
+        nodes that offer the run's --ray-resources); with `stop`, leave this session's stop marker there first."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         marker = {DOCKER_RESOURCE: DOCKER_SHARE, **dict(self.config.ray_resources)}
         refs = [self.tasks["cleanup"].options(
             num_cpus=0, resources=marker, max_retries=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(self.config.label)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(
+                self.config.label, self.session if stop else None)
             for node_id in self._feasible_nodes(marker)]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=CLEANUP_TIMEOUT_SECONDS)
         for ref in ready:

@@ -11,6 +11,11 @@ task whose worker or node died) and cleans a dead node's daemon when a node ther
 
 A node grades only with the very code the driver has (`kit_fingerprint`): a node with another version of the kit,
 or a modified copy, would score differently without anyone noticing, so it refuses the work, which goes elsewhere.
+
+Ctrl-C on the driver stops the run's work through the nodes, not with `ray.cancel`, which can crash the driver when
+it cancels a task that is just completing (a Ray bug): `cleanup_task(..., stop=...)` leaves a stop marker for the
+driver's session on the node, so tasks of that session that have not started yet return at once, and removes the
+run's containers, so the steps that run fail fast.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,9 +76,21 @@ def kit_problem(driver_kit: str) -> tuple[str, str] | None:
                             "kit on every node (same version, unmodified)")
 
 
-def evaluate_task(job: Job, allow_pull: bool, driver_kit: str) -> NodeResult:
+def stop_marker(label: str, session: str) -> Path:
+    """The file on a node that tells a driver session's tasks of a run not to start."""
+    return Path(tempfile.gettempdir()) / f"asyncodebench-stop-{hashlib.sha256(label.encode()).hexdigest()[:16]}-{session}"
+
+
+def _refusal(label: str, session: str, driver_kit: str) -> tuple[str, str] | None:
+    """Why this task must not run here: its run was interrupted, or this node has other code than the driver."""
+    if stop_marker(label, session).exists():
+        return ("interrupted", "the run was interrupted (Ctrl-C)")
+    return kit_problem(driver_kit)
+
+
+def evaluate_task(job: Job, allow_pull: bool, driver_kit: str, session: str) -> NodeResult:
     """A Ray task: evaluate one prediction on this node."""
-    if problem := kit_problem(driver_kit):
+    if problem := _refusal(job.label, session, driver_kit):
         return NodeResult(_node_id(), None, problem=problem)
     node_id, client, image = _prepare(job.spec, job.label, allow_pull)
     if client is None or image is None:
@@ -86,9 +104,9 @@ def evaluate_task(job: Job, allow_pull: bool, driver_kit: str) -> NodeResult:
 
 
 def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict[str, bytes],
-                  allow_pull: bool, driver_kit: str) -> NodeResult:
+                  allow_pull: bool, driver_kit: str, session: str) -> NodeResult:
     """A Ray task: measure one task's base state on this node."""
-    if problem := kit_problem(driver_kit):
+    if problem := _refusal(label, session, driver_kit):
         return NodeResult(_node_id(), None, problem=problem)
     node_id, client, image = _prepare(spec, label, allow_pull)
     if client is None or image is None:
@@ -102,8 +120,14 @@ def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict
     return NodeResult(node_id, image, baseline=record)
 
 
-def cleanup_task(label: str) -> int:
-    """A Ray task: remove every container and volume of the run from this node's daemon (none of its work runs)."""
+def cleanup_task(label: str, stop: str | None = None) -> int:
+    """A Ray task: remove every container and volume of the run from this node's daemon. With `stop` (a driver
+    session), first leave that session's stop marker; without, remove the run's stop markers (a run starting)."""
+    if stop:
+        stop_marker(label, stop).touch()
+    else:
+        for marker in stop_marker(label, "*").parent.glob(stop_marker(label, "*").name):
+            marker.unlink(missing_ok=True)
     try:
         return remove_run_containers(docker_client(), label)
     except SandboxUnavailableError:
