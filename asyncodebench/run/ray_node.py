@@ -61,7 +61,8 @@ def kit_fingerprint() -> str:
 def _fingerprint(package: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                       and p.suffix not in (".pyc", ".pyo")):
+                       and p.suffix not in (".pyc", ".pyo") and not p.name.startswith((".", "~"))
+                       and not p.name.endswith("~")):  # bytecode, editor and system files are not the code
         digest.update(f"{path.relative_to(package).as_posix()}\0{path.stat().st_size}\0".encode())
         digest.update(path.read_bytes())
     return f"{asyncodebench.__version__}+{digest.hexdigest()[:16]}"
@@ -78,7 +79,8 @@ def kit_problem(driver_kit: str) -> tuple[str, str] | None:
 
 def stop_marker(label: str, session: str) -> Path:
     """The file on a node that tells a driver session's tasks of a run not to start."""
-    return Path(tempfile.gettempdir()) / f"asyncodebench-stop-{hashlib.sha256(label.encode()).hexdigest()[:16]}-{session}"
+    run = hashlib.sha256(label.encode()).hexdigest()[:16]  # labels hold characters a file name should not
+    return Path(tempfile.gettempdir()) / f"asyncodebench-stop-{run}-{session}"
 
 
 def _refusal(label: str, session: str, driver_kit: str) -> tuple[str, str] | None:
