@@ -101,6 +101,16 @@ class EvalRun:
         return json.loads((self.folder(model) / "result.json").read_text())
 
 
+def wait_for(condition: Callable[[], Any], seconds: float) -> bool:
+    """Poll `condition` every 0.1 s until it holds (True) or `seconds` have passed (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def script_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for running scripts/: this checkout's package first, whatever copy pip installed."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))

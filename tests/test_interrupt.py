@@ -5,23 +5,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, DemoDataset, evaluate_command, example_predictions, jsonl, run_containers, script_env
+from conftest import (ROOT, DemoDataset, evaluate_command, example_predictions, jsonl, run_containers, script_env,
+                      wait_for)
 
 pytestmark = pytest.mark.docker
-
-
-def wait_for(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoDataset, tmp_path: Path) -> None:

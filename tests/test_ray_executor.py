@@ -26,7 +26,7 @@ from typing import Any, Iterator, NamedTuple
 import pytest
 
 from conftest import (FAST_FLAGS, ROOT, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, DemoDataset, EvalRun, evaluate_command,
-                      example_predictions, jsonl, run_containers, run_evaluate, script_env)
+                      example_predictions, jsonl, run_containers, run_evaluate, script_env, wait_for)
 from second_daemon import Daemon
 
 from asyncodebench.run.local_ray import LocalCluster
@@ -96,15 +96,6 @@ def rows(report: dict[str, Any]) -> Rows:
 
 def leftovers(cluster: Cluster, run_id: str) -> dict[str, list[str]]:
     return {node: run_containers(run_id, cluster.daemon_of(node)) for node in ("node-a", "node-b")}
-
-
-def wait_for(condition: Any, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 # --- leftovers of dead attempts ----------------------------------------------------------------------------------

@@ -128,7 +128,8 @@ def cleanup_task(label: str, stop: str | None = None) -> int:
     if stop:
         stop_marker(label, stop).touch()
     else:
-        for marker in stop_marker(label, "*").parent.glob(stop_marker(label, "*").name):
+        pattern = stop_marker(label, "*")
+        for marker in pattern.parent.glob(pattern.name):
             marker.unlink(missing_ok=True)
     try:
         return remove_run_containers(docker_client(), label)
