@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -155,3 +156,88 @@ def test_rerunning_the_run_id_after_a_restart_evaluates_everything(daemon_death:
     assert run.report["counts"]["evaluated"] == len(EXPECTED) and run.report["counts"]["infrastructure_errors"] == 0
     assert {r["model_name_or_path"]: (r["outcome"], r["tests_passed"]) for r in run.report["predictions"]} == EXPECTED
     assert daemon_death["containers_after"].stdout.split() == []
+
+
+# --- a daemon failure that passes -------------------------------------------------------------------------------
+
+
+class FlakyDaemon:
+    """The real daemon, whose first `failures` container starts fail the way the SDK reports a daemon error (an
+    `APIError`, as a loaded daemon gives); every other call reaches the daemon."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
+        import docker.errors
+        from docker.models.containers import ContainerCollection
+
+        self.failures, self.starts = failures, 0
+        real_run = ContainerCollection.run
+
+        def run(collection: Any, *args: Any, **kwargs: Any) -> Any:
+            self.starts += 1
+            if self.starts <= self.failures:
+                raise docker.errors.APIError(f"injected daemon failure {self.starts}")
+            return real_run(collection, *args, **kwargs)
+
+        monkeypatch.setattr(ContainerCollection, "run", run)
+
+
+def local_run(demo_dataset: DemoDataset, tmp_path: Path) -> tuple[Any, Any]:
+    """A local executor opened on the demo task, and the gold prediction's job (probes off: one container)."""
+    from asyncodebench.harness.evaluation import Settings
+    from asyncodebench.run.executors import LocalExecutor
+    from asyncodebench.run.runner import RunConfig, prepare_run
+    from asyncodebench.run.work import Job
+
+    preds = tmp_path / "preds.jsonl"
+    preds.write_bytes(jsonl([example_predictions()["demo-gold"]]))
+    config = RunConfig(preds, str(demo_dataset.path), None, f"tries-{uuid.uuid4().hex[:6]}", tmp_path / "runs",
+                       settings=Settings(timeout=60, run_probes=False))
+    state = prepare_run(config)
+    executor = LocalExecutor(config, state)
+    assert executor.open({DEMO_TASK_ID}) is None
+    (gold,) = state.file.predictions
+    return executor, Job(state.specs[DEMO_TASK_ID], gold, config.settings, {}, None, config.label)
+
+
+def evaluate_once(executor: Any, job: Any) -> Any:
+    outcomes: list[Any] = []
+    try:
+        executor.evaluate([job], lambda _, outcome: outcomes.append(outcome))
+    finally:
+        executor.close()
+    (outcome,) = outcomes
+    return outcome
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_daemon_failure_that_passes_is_tried_again_and_the_prediction_scored(
+        demo_dataset: DemoDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
+    from asyncodebench.harness.sandbox import docker_client, remove_run_containers
+
+    executor, job = local_run(demo_dataset, tmp_path)
+    daemon = FlakyDaemon(monkeypatch, failures)
+    baseline = executor.measure_baselines({DEMO_TASK_ID: {}})[DEMO_TASK_ID]
+    assert isinstance(baseline, dict), baseline  # measured once the daemon answered
+    assert daemon.starts == failures + 1
+    daemon.failures, daemon.starts = failures, 0
+    outcome = evaluate_once(executor, job)
+    assert outcome.infrastructure_kind is None and outcome.result["outcome"] == "passed", outcome.result
+    assert daemon.starts == failures + 1
+    assert remove_run_containers(docker_client(), job.label) == 0
+
+
+def test_a_daemon_failure_that_lasts_ends_as_an_infrastructure_error_naming_every_attempt(
+        demo_dataset: DemoDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from asyncodebench.run.work import TRIES
+
+    executor, job = local_run(demo_dataset, tmp_path)
+    daemon = FlakyDaemon(monkeypatch, 10 * TRIES)
+    baseline = executor.measure_baselines({DEMO_TASK_ID: {}})[DEMO_TASK_ID]
+    assert isinstance(baseline, str) and baseline.startswith(f"{TRIES} attempt(s) failed: ")
+    assert [f"injected daemon failure {n}" in baseline for n in range(1, TRIES + 2)] == [True] * TRIES + [False]
+    daemon.starts = 0
+    outcome = evaluate_once(executor, job)
+    assert outcome.result["status"] == "infrastructure_error" and outcome.evidence is None
+    error = outcome.result["infrastructure_error"]
+    assert error["kind"] == "sandbox_unavailable" and error["message"].startswith(f"{TRIES} attempt(s) failed: ")
+    assert daemon.starts == TRIES

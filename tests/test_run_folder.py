@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from asyncodebench.run.runfolder import container_key
 from conftest import (DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, evaluate_command, example_predictions, jsonl,
-                      run_containers, run_evaluate, script_env, write_variant_dataset)
+                      run_containers, run_evaluate, script_env, wait_for, write_variant_dataset)
 
 pytestmark = pytest.mark.docker
 
@@ -36,12 +35,9 @@ def containers_named(run_id: str) -> list[str]:
     return [n for n in done.stdout.split() if n.startswith(f"asyncodebench-{run_id}-")]
 
 
-def wait_for(condition: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
+def wait_or_fail(condition: Any, seconds: float, what: str) -> None:
+    if not wait_for(condition, seconds):
+        pytest.fail(f"timed out waiting for {what}")
 
 
 def start(preds: Path, dataset: Path, run_id: str, output_dir: Path, *flags: str) -> subprocess.Popen:
@@ -66,8 +62,15 @@ def gold_done(run_dir: Path) -> bool:
     return any(run_dir.glob("predictions/demo-gold__*/result.json"))
 
 
+def infrastructure_errors(run: EvalRun) -> list[Any]:
+    """What went wrong with the infrastructure, as the run recorded it (for a failing test's message)."""
+    results = run.run_dir.glob("predictions/*/result.json")
+    return [r.get("infrastructure_error") for r in map(json.loads, map(Path.read_text, results))
+            if r.get("infrastructure_error")]
+
+
 def assert_both_evaluated_as_they_behave(run: EvalRun) -> None:
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0, (infrastructure_errors(run), run.stderr[-3000:])
     assert run.report["counts"]["evaluated"] == 2 and run.report["counts"]["infrastructure_errors"] == 0
     outcomes = {r["model_name_or_path"]: r["outcome"] for r in run.report["predictions"]}
     assert outcomes == {"hostile-infinite-loop": "model_failure:timeout", "demo-gold": "passed"}
@@ -81,7 +84,7 @@ def test_a_second_process_on_a_held_run_folder_is_refused_and_the_first_is_unaff
     preds, run_id, out = slow_predictions(tmp_path), unique("held"), tmp_path / "runs"
     first = start(preds, demo_dataset.path, run_id, out, *SLOW_FLAGS)
     try:
-        wait_for(lambda: gold_done(out / run_id) and containers_named(run_id), 180,
+        wait_or_fail(lambda: gold_done(out / run_id) and containers_named(run_id), 180,
                  "the first process to be evaluating the slow prediction")
         second = run_evaluate(preds, demo_dataset.path, run_id, out, *SLOW_FLAGS)
         assert first.poll() is None, "the first process ended before the second was tried"
@@ -103,7 +106,7 @@ def test_the_same_run_id_in_two_output_folders_runs_concurrently_without_harm(
     try:
         # The first run's loop container is alive (its gold patch already done) when the second starts, whose
         # start-up cleanup of leftovers must not take it.
-        wait_for(lambda: gold_done(out_a / run_id) and containers_named(run_id), 180,
+        wait_or_fail(lambda: gold_done(out_a / run_id) and containers_named(run_id), 180,
                  "the first run to be evaluating the slow prediction")
         second = start(preds, demo_dataset.path, run_id, out_b, *SLOW_FLAGS)
     finally:
@@ -121,7 +124,7 @@ def test_the_same_run_id_in_two_output_folders_runs_concurrently_without_harm(
 def test_a_kill_9_releases_the_run_folder(demo_dataset: DemoDataset, tmp_path: Path) -> None:
     preds, run_id, out = slow_predictions(tmp_path), unique("killed"), tmp_path / "runs"
     first = start(preds, demo_dataset.path, run_id, out, *SLOW_FLAGS)
-    wait_for(lambda: containers_named(run_id), 180, "the first process to start a container")
+    wait_or_fail(lambda: containers_named(run_id), 180, "the first process to start a container")
     first.kill()
     first.communicate(timeout=60)
     resumed = run_evaluate(preds, demo_dataset.path, run_id, out, *SLOW_FLAGS)

@@ -4,7 +4,9 @@ Every executor runs the same node-side code (`work.evaluate_prediction`, `work.m
 outcome back to the driver through `record`, in the driver's thread; the driver alone writes the run folder. They
 differ only in where the work runs:
 
-- `LocalExecutor`: this machine's Docker daemon, `--max-workers` predictions at once in threads;
+- `LocalExecutor`: this machine's Docker daemon, `--max-workers` predictions at once in threads; work that meets a
+  daemon failure (a container that would not start, run or freeze, as happens on a loaded machine) is tried again
+  there, `work.TRIES` attempts in all, as the Ray executor tries it on other nodes;
 - `ray_executor.RayExecutor`: one Ray task per prediction on the nodes of a Ray cluster (`--executor ray`).
 """
 
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.harness.sandbox import remove_run_volumes
 from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
-from asyncodebench.run.work import Job, Outcome, evaluate_prediction, measure_baseline
+from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed, evaluate_prediction, measure_baseline
 
 if TYPE_CHECKING:
     from asyncodebench.run.runner import RunConfig, RunState
@@ -65,15 +67,24 @@ class LocalExecutor:
         return None
 
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
-        return {task_id: measure_baseline(self.client, self.state.specs[task_id], self.config.label,
-                                          self.config.settings, task_overlays)
+        return {task_id: self._measure_baseline(task_id, task_overlays)
                 for task_id, task_overlays in sorted(overlays.items())
                 if self.state.images[task_id].state == MATCH}
+
+    def _measure_baseline(self, task_id: str, overlays: dict[str, bytes]) -> dict[str, Any] | str:
+        failures: list[str] = []
+        while len(failures) < TRIES:
+            record = measure_baseline(self.client, self.state.specs[task_id], self.config.label,
+                                      self.config.settings, overlays)
+            if not isinstance(record, str):
+                return record
+            failures.append(record)
+        return attempts_failed(failures)
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
         stopping = self.state.stopping
         with ThreadPoolExecutor(max_workers=self.config.max_workers or 1) as pool:
-            futures = {pool.submit(evaluate_prediction, self.client, job,
+            futures = {pool.submit(evaluate_with_tries, self.client, job,
                                    self.state.images[job.spec.task_id], stopping): job for job in jobs}
             try:
                 for future in as_completed(futures):
@@ -93,6 +104,20 @@ class LocalExecutor:
                 remove_run_volumes(self.client, self.config.label)
             except Exception:  # the daemon went away; the next run of this id removes them
                 pass
+
+
+def evaluate_with_tries(client: Any, job: Job, image: ImageStatus, stopping: Any) -> Outcome | None:
+    """`evaluate_prediction`, tried again while the daemon fails (`sandbox_unavailable`), TRIES attempts in all: such
+    a failure is not the prediction's doing and often passes. Each attempt starts from new containers."""
+    failures: list[str] = []
+    while True:
+        outcome = evaluate_prediction(client, job, image, stopping)
+        if outcome is None or outcome.infrastructure_kind != "sandbox_unavailable":
+            return outcome
+        failures.append(outcome.result["infrastructure_error"]["message"])
+        if len(failures) == TRIES:
+            outcome.result["infrastructure_error"]["message"] = attempts_failed(failures)
+            return outcome
 
 
 def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:

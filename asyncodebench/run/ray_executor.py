@@ -29,7 +29,7 @@ from asyncodebench.harness.evaluation import STEPS_AT_ONCE
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run import ray_node
 from asyncodebench.run.ray_node import NodeResult
-from asyncodebench.run.work import Job, Outcome
+from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed  # TRIES: attempts, each on a node not yet tried
 from asyncodebench.scoring.results import infrastructure_result
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 DOCKER_RESOURCE = "docker"  # offered by the nodes that have a Docker Engine; every task asks for a sliver of it
 DOCKER_SHARE = 0.001
-TRIES = 3  # attempts of one piece of work that meets infrastructure failures, each on a node not yet tried
 RAY_RETRIES = 2  # Ray's own re-runs of an attempt whose worker process or node died
 NO_NODE_GRACE_SECONDS = 120  # how long work waits for a node able to run it (one may be restarting)
 WAIT_SECONDS = 1.0
@@ -81,8 +80,7 @@ class _Work:
 
     def failed(self) -> tuple[str, str]:
         """The infrastructure error it ends with: the last failure's kind, and every failure."""
-        texts = list(dict.fromkeys(text for _, text in self.failures))  # the same failure on every try: said once
-        return self.failures[-1][0], f"{len(self.failures)} attempt(s) failed: " + " | ".join(texts)
+        return self.failures[-1][0], attempts_failed([text for _, text in self.failures])
 
 
 class RayExecutor:

@@ -50,6 +50,14 @@ class Outcome:
         return error["kind"] if error else None
 
 
+TRIES = 3  # attempts of one piece of work that meets a daemon failure, on any executor, before it is recorded as one
+
+
+def attempts_failed(failures: list[str]) -> str:
+    """The message of work that failed every attempt: each failure in order, the same failure said once."""
+    return f"{len(failures)} attempt(s) failed: " + " | ".join(dict.fromkeys(failures))
+
+
 def evaluate_prediction(client: Any, job: Job, image: ImageStatus,
                         stopping: threading.Event | None = None) -> Outcome | None:
     """Evaluate and grade one prediction on this node's daemon (`image`: its pinned image as found there).
