@@ -163,22 +163,28 @@ def test_rerunning_the_run_id_after_a_restart_evaluates_everything(daemon_death:
 
 class FlakyDaemon:
     """The real daemon, whose first `failures` container starts fail the way the SDK reports a daemon error (an
-    `APIError`, as a loaded daemon gives); every other call reaches the daemon."""
+    `APIError`, as a loaded daemon gives), after the container was created; every other call reaches the daemon."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
         import docker.errors
-        from docker.models.containers import ContainerCollection
+        from docker.models.containers import Container
 
         self.failures, self.starts = failures, 0
-        real_run = ContainerCollection.run
+        real_start = Container.start
 
-        def run(collection: Any, *args: Any, **kwargs: Any) -> Any:
+        def start(container: Any, *args: Any, **kwargs: Any) -> Any:
             self.starts += 1
             if self.starts <= self.failures:
                 raise docker.errors.APIError(f"injected daemon failure {self.starts}")
-            return real_run(collection, *args, **kwargs)
+            return real_start(container, *args, **kwargs)
 
-        monkeypatch.setattr(ContainerCollection, "run", run)
+        monkeypatch.setattr(Container, "start", start)
+
+
+def leftovers(label: str) -> list[str]:
+    done = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=org.asyncodebench.run_id={label}"],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.split()
 
 
 def local_run(demo_dataset: DemoDataset, tmp_path: Path) -> tuple[Any, Any]:
@@ -212,8 +218,6 @@ def evaluate_once(executor: Any, job: Any) -> Any:
 @pytest.mark.parametrize("failures", [1, 2])
 def test_a_daemon_failure_that_passes_is_tried_again_and_the_prediction_scored(
         demo_dataset: DemoDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
-    from asyncodebench.harness.sandbox import docker_client, remove_run_containers
-
     executor, job = local_run(demo_dataset, tmp_path)
     daemon = FlakyDaemon(monkeypatch, failures)
     baseline = executor.measure_baselines({DEMO_TASK_ID: {}})[DEMO_TASK_ID]
@@ -223,7 +227,7 @@ def test_a_daemon_failure_that_passes_is_tried_again_and_the_prediction_scored(
     outcome = evaluate_once(executor, job)
     assert outcome.infrastructure_kind is None and outcome.result["outcome"] == "passed", outcome.result
     assert daemon.starts == failures + 1
-    assert remove_run_containers(docker_client(), job.label) == 0
+    assert leftovers(job.label) == []  # not even the containers the daemon created but failed to start
 
 
 def test_a_daemon_failure_that_lasts_ends_as_an_infrastructure_error_naming_every_attempt(
@@ -241,3 +245,4 @@ def test_a_daemon_failure_that_lasts_ends_as_an_infrastructure_error_naming_ever
     error = outcome.result["infrastructure_error"]
     assert error["kind"] == "sandbox_unavailable" and error["message"].startswith(f"{TRIES} attempt(s) failed: ")
     assert daemon.starts == TRIES
+    assert leftovers(job.label) == []

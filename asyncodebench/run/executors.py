@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
-from asyncodebench.harness.sandbox import remove_run_volumes
 from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
 from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed, evaluate_prediction, measure_baseline
 
@@ -100,8 +99,8 @@ class LocalExecutor:
 
     def close(self) -> None:
         if self.client is not None and not self.state.stopping.is_set():
-            try:
-                remove_run_volumes(self.client, self.config.label)
+            try:  # every step removes its own container; a start the daemon failed may leave one created
+                remove_run_containers(self.client, self.config.label)
             except Exception:  # the daemon went away; the next run of this id removes them
                 pass
 
