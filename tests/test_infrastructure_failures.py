@@ -215,23 +215,34 @@ def evaluate_once(executor: Any, job: Any) -> Any:
     return outcome
 
 
+def retries_said(capsys: pytest.CaptureFixture[str], what: str) -> list[str]:
+    """The attempts announced on stderr for `what`, as "trying again (attempt N of 3)"."""
+    lines = capsys.readouterr().err.splitlines()
+    return [line.rsplit("; ", 1)[-1] for line in lines if line.startswith(f"warning: {what}: ")]
+
+
 @pytest.mark.parametrize("failures", [1, 2])
 def test_a_daemon_failure_that_passes_is_tried_again_and_the_prediction_scored(
-        demo_dataset: DemoDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
+        demo_dataset: DemoDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], failures: int) -> None:
     executor, job = local_run(demo_dataset, tmp_path)
     daemon = FlakyDaemon(monkeypatch, failures)
+    announced = [f"trying again (attempt {n} of 3)" for n in range(2, failures + 2)]
     baseline = executor.measure_baselines({DEMO_TASK_ID: {}})[DEMO_TASK_ID]
     assert isinstance(baseline, dict), baseline  # measured once the daemon answered
     assert daemon.starts == failures + 1
+    assert retries_said(capsys, f"the base state of {DEMO_TASK_ID}") == announced
     daemon.failures, daemon.starts = failures, 0
     outcome = evaluate_once(executor, job)
     assert outcome.infrastructure_kind is None and outcome.result["outcome"] == "passed", outcome.result
     assert daemon.starts == failures + 1
+    assert retries_said(capsys, f"line 1 ({DEMO_TASK_ID})") == announced
     assert leftovers(job.label) == []  # not even the containers the daemon created but failed to start
 
 
 def test_a_daemon_failure_that_lasts_ends_as_an_infrastructure_error_naming_every_attempt(
-        demo_dataset: DemoDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        demo_dataset: DemoDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     from asyncodebench.run.work import TRIES
 
     executor, job = local_run(demo_dataset, tmp_path)
@@ -239,10 +250,13 @@ def test_a_daemon_failure_that_lasts_ends_as_an_infrastructure_error_naming_ever
     baseline = executor.measure_baselines({DEMO_TASK_ID: {}})[DEMO_TASK_ID]
     assert isinstance(baseline, str) and baseline.startswith(f"{TRIES} attempt(s) failed: ")
     assert [f"injected daemon failure {n}" in baseline for n in range(1, TRIES + 2)] == [True] * TRIES + [False]
+    announced = [f"trying again (attempt {n} of {TRIES})" for n in range(2, TRIES + 1)]
+    assert retries_said(capsys, f"the base state of {DEMO_TASK_ID}") == announced
     daemon.starts = 0
     outcome = evaluate_once(executor, job)
     assert outcome.result["status"] == "infrastructure_error" and outcome.evidence is None
     error = outcome.result["infrastructure_error"]
     assert error["kind"] == "sandbox_unavailable" and error["message"].startswith(f"{TRIES} attempt(s) failed: ")
     assert daemon.starts == TRIES
+    assert retries_said(capsys, f"line 1 ({DEMO_TASK_ID})") == announced
     assert leftovers(job.label) == []

@@ -168,6 +168,8 @@ def test_nodes_refuse_to_grade_with_other_code_than_the_drivers(
     message = row["infrastructure_error"]["message"]
     assert message.startswith("3 attempt(s) failed: ") and "install the driver's kit on every node" in message
     assert "on node node-a (" in message and "on node node-b (" in message  # tried on both, named
+    said = [line for line in done.stderr.splitlines() if line.startswith("warning: line 1 (")]
+    assert [line.rsplit("; ", 1)[-1] for line in said] == [f"trying again (attempt {n} of 3)" for n in (2, 3)], said
     assert leftovers(cluster, "otherkit") == {"node-a": [], "node-b": []}
 
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
-from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed, evaluate_prediction, measure_baseline
+from asyncodebench.run.work import (TRIES, Job, Outcome, attempts_failed, evaluate_prediction, measure_baseline,
+                                    say_retry)
 
 if TYPE_CHECKING:
     from asyncodebench.run.runner import RunConfig, RunState
@@ -78,6 +79,8 @@ class LocalExecutor:
             if not isinstance(record, str):
                 return record
             failures.append(record)
+            if len(failures) < TRIES:
+                say_retry(f"the base state of {task_id}", failures)
         return attempts_failed(failures)
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
@@ -117,6 +120,7 @@ def evaluate_with_tries(client: Any, job: Job, image: ImageStatus, stopping: Any
         if len(failures) == TRIES:
             outcome.result["infrastructure_error"]["message"] = attempts_failed(failures)
             return outcome
+        say_retry(f"line {job.prediction.line} ({job.prediction.task_id})", failures)
 
 
 def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:

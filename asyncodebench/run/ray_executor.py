@@ -29,7 +29,7 @@ from asyncodebench.harness.evaluation import STEPS_AT_ONCE
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run import ray_node
 from asyncodebench.run.ray_node import NodeResult
-from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed  # TRIES: attempts, each on a node not yet tried
+from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed, say_retry  # TRIES: each on a new node
 from asyncodebench.scoring.results import infrastructure_result
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ class _Work:
 
     submit: Callable[[dict[str, Any]], Any]  # scheduling options -> the attempt's object ref
     request: dict[str, float]  # the resources it needs on one node (Ray's names: CPU, memory, custom ones)
+    what: str  # for people: "line 3 (task)", "the base state of task"
     failures: list[tuple[str, str]] = field(default_factory=list)  # (kind, "on node X: what went wrong")
     tried: set[str] = field(default_factory=set)  # nodes it failed on
     final: bool = False  # a failure that another try would only repeat
@@ -121,8 +122,9 @@ class RayExecutor:
 
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
         config, specs = self.config, self.state.specs
-        works = {task_id: self._work("baseline", 1, specs[task_id], config.label, config.settings, task_overlays,
-                                     config.pull, ray_node.kit_fingerprint(), self.session)
+        works = {task_id: self._work(f"the base state of {task_id}", "baseline", 1, specs[task_id], config.label,
+                                     config.settings, task_overlays, config.pull, ray_node.kit_fingerprint(),
+                                     self.session)
                  for task_id, task_overlays in overlays.items()}
         records: dict[str, dict[str, Any] | str] = {}
 
@@ -138,7 +140,8 @@ class RayExecutor:
     def evaluate(self, jobs: list[Job], record: Record) -> None:
         by_line = {job.prediction.line: job for job in jobs}
         kit = ray_node.kit_fingerprint()
-        works = {line: self._work("evaluate", STEPS_AT_ONCE, job, self.config.pull, kit, self.session)
+        works = {line: self._work(f"line {line} ({job.spec.task_id})", "evaluate", STEPS_AT_ONCE, job,
+                                  self.config.pull, kit, self.session)
                  for line, job in by_line.items()}
 
         def finish(line: int, result: NodeResult | None) -> None:
@@ -180,6 +183,7 @@ class RayExecutor:
                 result = self._result(ready[0], works[key])
                 if result is None or result.problem is not None:
                     if not works[key].exhausted:
+                        say_retry(works[key].what, [text for _, text in works[key].failures])
                         in_flight[self._attempt(works[key])] = key
                         continue
                     result = None
@@ -193,7 +197,7 @@ class RayExecutor:
             self._cleanup_nodes(stop=True)  # what a step started while the first sweep ran
             raise
 
-    def _work(self, task: str, containers: int, *args: Any) -> _Work:
+    def _work(self, what: str, task: str, containers: int, *args: Any) -> _Work:
         request = self._request(containers)
         custom = {k: v for k, v in request.items() if k not in ("CPU", "memory")}
         remote = self.tasks[task]
@@ -202,7 +206,7 @@ class RayExecutor:
             return remote.options(num_cpus=request["CPU"], memory=int(request["memory"]), resources=custom,
                                   max_retries=RAY_RETRIES, retry_exceptions=False, **options).remote(*args)
 
-        return _Work(submit, request)
+        return _Work(submit, request, what)
 
     def _attempt(self, work: _Work) -> Any:
         """Submit one attempt, on a node the work has not failed on when there is one (else where Ray likes)."""

@@ -8,6 +8,7 @@ harness's own caps (the last megabyte of output, reports read through a 50 MB li
 
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 from dataclasses import dataclass
@@ -51,6 +52,15 @@ class Outcome:
 
 
 TRIES = 3  # attempts of one piece of work that meets a daemon failure, on any executor, before it is recorded as one
+
+
+def say_retry(what: str, failures: list[str]) -> None:
+    """One line on stderr (above the progress bar) as work that met a daemon failure is tried again: a daemon that
+    fails often is seen while the run goes on, not only in the results."""
+    from tqdm import tqdm
+
+    tqdm.write(f"warning: {what}: {' '.join(failures[-1].split())[:300]}; trying again (attempt {len(failures) + 1} "
+               f"of {TRIES})", file=sys.stderr)
 
 
 def attempts_failed(failures: list[str]) -> str:
