@@ -13,17 +13,18 @@ differ only in where the work runs:
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
-from asyncodebench.run.work import (TRIES, Job, Outcome, attempts_failed, evaluate_prediction, measure_baseline,
-                                    say_retry)
+from asyncodebench.run.work import (TRIES, Job, Outcome, attempts_failed, base_state_named, evaluate_prediction,
+                                    measure_baseline, prediction_named, say_retry)
 
 if TYPE_CHECKING:
     from asyncodebench.run.runner import RunConfig, RunState
 
 Record = Callable[[Job, Outcome], None]
+T = TypeVar("T")
 
 
 class Executor(Protocol):
@@ -72,16 +73,11 @@ class LocalExecutor:
                 if self.state.images[task_id].state == MATCH}
 
     def _measure_baseline(self, task_id: str, overlays: dict[str, bytes]) -> dict[str, Any] | str:
-        failures: list[str] = []
-        while len(failures) < TRIES:
-            record = measure_baseline(self.client, self.state.specs[task_id], self.config.label,
-                                      self.config.settings, overlays)
-            if not isinstance(record, str):
-                return record
-            failures.append(record)
-            if len(failures) < TRIES:
-                say_retry(f"the base state of {task_id}", failures)
-        return attempts_failed(failures)
+        record, failures = with_tries(
+            lambda: measure_baseline(self.client, self.state.specs[task_id], self.config.label, self.config.settings,
+                                     overlays),
+            lambda record: record if isinstance(record, str) else None, base_state_named(task_id))
+        return attempts_failed(failures) if isinstance(record, str) else record
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
         stopping = self.state.stopping
@@ -109,18 +105,33 @@ class LocalExecutor:
 
 
 def evaluate_with_tries(client: Any, job: Job, image: ImageStatus, stopping: Any) -> Outcome | None:
-    """`evaluate_prediction`, tried again while the daemon fails (`sandbox_unavailable`), TRIES attempts in all: such
-    a failure is not the prediction's doing and often passes. Each attempt starts from new containers."""
+    """`evaluate_prediction`, tried again while the daemon fails (`sandbox_unavailable`)."""
+    def daemon_failure(outcome: Outcome | None) -> str | None:
+        if outcome is None or outcome.infrastructure_kind != "sandbox_unavailable":
+            return None
+        return outcome.result["infrastructure_error"]["message"]
+
+    outcome, failures = with_tries(lambda: evaluate_prediction(client, job, image, stopping), daemon_failure,
+                                   prediction_named(job.prediction))
+    if outcome is not None and daemon_failure(outcome):
+        outcome.result["infrastructure_error"]["message"] = attempts_failed(failures)
+    return outcome
+
+
+def with_tries(attempt: Callable[[], T], failure: Callable[[T], str | None], what: str) -> tuple[T, list[str]]:
+    """Run `attempt` until `failure` finds no daemon failure in its result, TRIES attempts at most, announcing each
+    retry: such a failure is not the work's doing and often passes, and each attempt starts from new containers.
+    Returns the last result and the failures met."""
     failures: list[str] = []
     while True:
-        outcome = evaluate_prediction(client, job, image, stopping)
-        if outcome is None or outcome.infrastructure_kind != "sandbox_unavailable":
-            return outcome
-        failures.append(outcome.result["infrastructure_error"]["message"])
+        result = attempt()
+        problem = failure(result)
+        if problem is None:
+            return result, failures
+        failures.append(problem)
         if len(failures) == TRIES:
-            outcome.result["infrastructure_error"]["message"] = attempts_failed(failures)
-            return outcome
-        say_retry(f"line {job.prediction.line} ({job.prediction.task_id})", failures)
+            return result, failures
+        say_retry(what, failures)
 
 
 def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:

@@ -29,7 +29,7 @@ from asyncodebench.harness.evaluation import STEPS_AT_ONCE
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run import ray_node
 from asyncodebench.run.ray_node import NodeResult
-from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed, say_retry  # TRIES: each on a new node
+from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed, base_state_named, prediction_named, say_retry
 from asyncodebench.scoring.results import infrastructure_result
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class RayExecutor:
 
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
         config, specs = self.config, self.state.specs
-        works = {task_id: self._work(f"the base state of {task_id}", "baseline", 1, specs[task_id], config.label,
+        works = {task_id: self._work(base_state_named(task_id), "baseline", 1, specs[task_id], config.label,
                                      config.settings, task_overlays, config.pull, ray_node.kit_fingerprint(),
                                      self.session)
                  for task_id, task_overlays in overlays.items()}
@@ -140,7 +140,7 @@ class RayExecutor:
     def evaluate(self, jobs: list[Job], record: Record) -> None:
         by_line = {job.prediction.line: job for job in jobs}
         kit = ray_node.kit_fingerprint()
-        works = {line: self._work(f"line {line} ({job.spec.task_id})", "evaluate", STEPS_AT_ONCE, job,
+        works = {line: self._work(prediction_named(job.prediction), "evaluate", STEPS_AT_ONCE, job,
                                   self.config.pull, kit, self.session)
                  for line, job in by_line.items()}
 

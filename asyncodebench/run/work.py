@@ -54,6 +54,14 @@ class Outcome:
 TRIES = 3  # attempts of one piece of work that meets a daemon failure, on any executor, before it is recorded as one
 
 
+def prediction_named(prediction: Prediction) -> str:
+    return f"line {prediction.line} ({prediction.task_id})"
+
+
+def base_state_named(task_id: str) -> str:
+    return f"the base state of {task_id}"
+
+
 def say_retry(what: str, failures: list[str]) -> None:
     """One line on stderr (above the progress bar) as work that met a daemon failure is tried again: a daemon that
     fails often is seen while the run goes on, not only in the results."""
