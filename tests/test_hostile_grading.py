@@ -93,10 +93,12 @@ def _names(suite: list[Payload]) -> list[str]:
 
 
 def test_the_suite_covers_every_attack_class_in_every_place(attack_suite: list[Payload]) -> None:
-    assert len(attack_suite) == PAYLOAD_COUNT >= 30
-    assert {p.attack_class for p in attack_suite} == {1, 2, 3, 4, 5, 6, 7}
+    assert len(attack_suite) >= PAYLOAD_COUNT
+    assert len({p.name for p in attack_suite}) == len(attack_suite)
+    classes = {p.attack_class for p in attack_suite}
+    assert classes >= set(range(1, 8))
     assert {p.where for p in attack_suite} == {"final", "checkpoint", "agents"}
-    for attack_class in range(1, 8):
+    for attack_class in classes:
         assert sum(p.attack_class == attack_class for p in attack_suite) >= 2, attack_class
 
 
@@ -113,16 +115,22 @@ def _passing_groups(trace: dict[str, list[dict[str, Any]]]) -> set[tuple[str, st
             for group in ("upstream", "downstream", "integrated") if step.get(group)}
 
 
-@pytest.mark.parametrize("index", range(PAYLOAD_COUNT))
-def test_no_hostile_prediction_gets_more_than_the_base_state(hostile_run: EvalRun, attack_suite: list[Payload],
-                                                             index: int) -> None:
-    payload = attack_suite[index]
-    base, row = hostile_run.row("honest-base"), hostile_run.row(payload.name)
-    assert row["status"] == "evaluated", (payload.name, row.get("infrastructure_error"))
-    assert row["final_success"] is False, payload.name
-    assert row["pass_rate"] <= base["pass_rate"], payload.name
-    assert row["adpr"] <= base["adpr"], payload.name
-    assert _passing_groups(row["dependency_trace"]) <= _passing_groups(base["dependency_trace"]), payload.name
+def _credit_beyond_the_base(run: EvalRun, name: str) -> list[str]:
+    """What a hostile prediction got that the base state does not (nothing, when grading holds)."""
+    base, row = run.row("honest-base"), run.row(name)
+    if row["status"] != "evaluated":
+        return [f"{row['status']}: {row.get('infrastructure_error')}"]
+    found = ["final success"] if row["final_success"] is not False else []
+    found += ["pass rate"] if row["pass_rate"] > base["pass_rate"] else []
+    found += ["ADPR"] if row["adpr"] > base["adpr"] else []
+    extra = _passing_groups(row["dependency_trace"]) - _passing_groups(base["dependency_trace"])
+    return found + [f"probe groups {sorted(extra)}"] * bool(extra)
+
+
+def test_no_hostile_prediction_gets_more_than_the_base_state(hostile_run: EvalRun,
+                                                             attack_suite: list[Payload]) -> None:
+    offenders = {p.name: _credit_beyond_the_base(hostile_run, p.name) for p in attack_suite}
+    assert {name: what for name, what in offenders.items() if what} == {}
 
 
 def test_skips_and_xfails_from_code_under_test_are_integrity_failures(hostile_run: EvalRun) -> None:
