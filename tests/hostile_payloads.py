@@ -305,6 +305,8 @@ def payloads(make: PatchMaker) -> list[Payload]:
     found.append(Payload("agents-plant-at-runtime", 4, "agents", _line(
         "agents-plant-at-runtime", None, protocol="caid_manager",
         agent_patches={"core_agent": d(_appended(CORE, f"PLANTS = {runtime_plants!r}\n" + PLANT_FOR_LATER))})))
+    from hostile_tamper_payloads import tamper_payloads  # it builds on this module's helpers
+    found += tamper_payloads(make)
     return found
 
 

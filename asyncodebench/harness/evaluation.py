@@ -77,6 +77,7 @@ class Evidence:
     states: tuple[StateEvidence, ...] = ()  # intermediate checkpoints, in order
     integration: Integration | None = None  # how agent patches were merged, when they were given
     report_problem: str | None = None  # why the report is missing or unreadable (a model outcome)
+    sentinel: str | None = None  # the evaluator's sentinel secret (scoring/tampering.py)
 
     def execution_record(self) -> dict[str, Any]:
         """Everything but the bulky output, report and probe runs, as saved in `execution.json`."""
@@ -131,7 +132,7 @@ class Workbench:
             if not preparation.usable:
                 return preparation, None
             run = run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins,
-                             evaluator_args(self.spec), self.settings.timeout)
+                             evaluator_args(self.spec), self.settings.timeout, near=first_path(self.spec.test_targets))
             return preparation, run
 
     def probe(self, patch: bytes) -> tuple[Preparation, ProbeRun | None]:
@@ -144,7 +145,7 @@ class Workbench:
                 if not preparation.usable:
                     return None
                 return run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins,
-                                  probe_args(selectors), self.settings.probe_timeout)
+                                  probe_args(selectors), self.settings.probe_timeout, near=first_path(selectors))
 
         probes = None
         if self.settings.run_probes:
@@ -212,7 +213,8 @@ def evidence_from(spec: TaskSpec, preparation: Preparation, run: PytestRun | Non
         return Evidence(preparation, None, False, False, 0.0, "", None, None, "", command)
     timed_out = run.killed_by_watchdog or stopped_by_timeout(run.exit_code, run.seconds, settings.timeout)
     return Evidence(preparation, run.exit_code, timed_out, run.killed_by_watchdog, run.seconds, run.tail,
-                    run.report, probes, run.container_name, command, report_problem=run.report_problem)
+                    run.report, probes, run.container_name, command, report_problem=run.report_problem,
+                    sentinel=run.sentinel)
 
 
 def integration_states(integration: Integration) -> tuple[State, ...]:
@@ -223,6 +225,11 @@ def integration_states(integration: Integration) -> tuple[State, ...]:
         states.append(State("integration_after_merge", "integrated_workspace", merge.agent_id,
                             patch_bytes(merge.integrated_state)))
     return tuple(states)
+
+
+def first_path(targets: tuple[str, ...]) -> str:
+    """The first target that names a path of the tree (test targets may hold options such as `--deselect=...`)."""
+    return next((t for t in targets if not t.startswith("-") and "=" not in t.split("::")[0]), "")
 
 
 def evaluator_args(spec: TaskSpec) -> tuple[str, ...]:

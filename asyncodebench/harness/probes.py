@@ -34,6 +34,9 @@ class ProbeCall:
     tests: tuple[dict[str, Any], ...]  # {nodeid, outcome, duration}
     report_found: bool
     output_tail: str
+    summary: dict[str, Any] | None = None  # the report's own summary, for the consistency checks
+    failed_collectors: int = 0  # collection errors the report lists (pytest's terminal counts them as errors)
+    sentinel: str | None = None  # the process's sentinel secret (scoring/tampering.py)
 
     @property
     def normal(self) -> bool:
@@ -71,8 +74,14 @@ def _call(selectors: tuple[str, ...], run: PytestRun | None, timeout: int) -> Pr
         return ProbeCall(selectors, None, False, (), False, "")
     timed_out = (run.killed_by_watchdog or run.exit_code == -1
                  or stopped_by_timeout(run.exit_code, run.seconds, timeout))
-    tests = tuple(_node(t) for t in (run.report or {}).get("tests") or [] if isinstance(t, dict))
-    return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), run.tail[-4000:])
+    report = run.report or {}
+    tests = tuple(_node(t) for t in report.get("tests") or [] if isinstance(t, dict))
+    summary = report.get("summary")
+    collectors = report.get("collectors")
+    failed = sum(isinstance(c, dict) and c.get("outcome") == "failed" for c in collectors or ()) \
+        if isinstance(collectors, list) else 0
+    return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), run.tail[-4000:],
+                     dict(summary) if isinstance(summary, dict) else None, failed, run.sentinel)
 
 
 def _node(test: Mapping[str, Any]) -> dict[str, Any]:

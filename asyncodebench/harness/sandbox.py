@@ -8,6 +8,8 @@ inode-bounded tmpfs, so disk use is bounded and nothing of one container reaches
 state's probes, the final evaluator, the final probes) gets a fresh container started from image + the image's work
 tree, so no state inherits anything from an earlier one.
 
+After each command, every process it started is ended before any file is read (`end_processes`).
+
 Commands have a time limit enforced twice: by `timeout` inside and by a watchdog on the host that kills the
 container if the inside limit fails. Output is streamed and only its tail kept; files are read through a bounded
 stream, so the harness's memory does not depend on what the container writes. The daemon's own failures raise
@@ -38,6 +40,31 @@ IO_DIR = "/asyncodebench"
 OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept
 STREAM_CHUNK_BYTES = 1 << 16
 OVERSIZED = b"\0asyncodebench: larger than the read limit\0"  # what `read_file` returns for a file over its limit
+FINISH_WAIT_SECONDS = 30  # for killed processes to become zombies (a loaded host is slow to run them to exit)
+PROCESS_LIMIT_ROOM = 16
+# Run by root in the container after a command: every process but PID 1 and itself killed at once (kill(-1) is
+# atomic against fork), then wait until none of them is more than a zombie. Exit 0 when that holds.
+FINISH_SCRIPT = """
+import os, signal, sys, time
+def running():
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) not in (1, os.getpid()):
+            try:
+                with open("/proc/%s/stat" % pid) as handle:
+                    if handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                        yield pid
+            except (OSError, IndexError):
+                continue
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError:
+    pass
+deadline = time.time() + float(sys.argv[1])
+while any(running()):
+    if time.time() > deadline:
+        sys.exit(3)
+    time.sleep(0.02)
+"""
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -208,25 +235,45 @@ class Sandbox:
         output = b"".join(tail)[-OUTPUT_CAP_BYTES:]
         return ExecResult(exit_code, output, time.monotonic() - started, fired.is_set())
 
-    def freeze(self) -> None:
-        """End what the evaluated code started, then freeze the container, before any of its files is read.
+    def end_processes(self, interpreter: str) -> None:
+        """End everything the evaluated code started, before any of its files is read; the container stays up.
 
-        Root kills every process but PID 1 (`kill -9 -1`, repeated for processes forked meanwhile); the freeze
-        (cgroup freezer) then makes the container's state final whatever survived, until it is removed.
+        Root sends one `kill(-1, SIGKILL)` (atomic against re-forking) and waits until every process but PID 1 is a
+        zombie (`incontainer/finish.py`). When no process can start (a fork bomb holds the process limit), the
+        limit is raised for the harness's own process first. Only if the processes still cannot be ended is the
+        container frozen (cgroup freezer), which a loaded host can refuse: then, and only then, a daemon failure.
         """
-        try:
-            self.exec(["sh", "-c", "kill -9 -1; kill -9 -1; kill -9 -1; exit 0"], 30)
-        except SandboxUnavailableError:
-            pass  # no process can start (a fork bomb holds the process limit): the freeze alone makes it final
+        # -I: isolated, so nothing the evaluated code left in the work tree (the current folder) can be imported
+        argv = [interpreter, "-I", "-c", FINISH_SCRIPT, str(FINISH_WAIT_SECONDS)]
+        for attempt in range(2):
+            try:
+                if self.exec(argv, FINISH_WAIT_SECONDS + 10).exit_code == 0:
+                    return
+            except SandboxUnavailableError:
+                pass
+            if attempt == 0:
+                self._raise_process_limit()
         self._daemon_call(self.container.pause, "freeze the container")
 
-    def write_files(self, files: dict[str, bytes], directory: str) -> None:
+    def _raise_process_limit(self) -> None:
+        """Room for the harness's process above the evaluated code's limit (the Docker SDK has no argument for
+        it, so the Engine API is called directly)."""
+        api = self.client.api
+        try:
+            current = self.container.attrs["HostConfig"].get("PidsLimit") or 0
+            response = api._post_json(api._url("/containers/{0}/update", self.container.id),
+                                      data={"PidsLimit": current + PROCESS_LIMIT_ROOM})
+            api._raise_for_status(response)
+        except Exception:  # the freeze that follows is the last resort
+            pass
+
+    def write_files(self, files: dict[str, bytes], directory: str, mode: int = 0o644) -> None:
         """Copy files (name -> bytes) into `directory` inside the container, owned by root."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for name, data in files.items():
                 info = tarfile.TarInfo(name)
-                info.size, info.mode = len(data), 0o644
+                info.size, info.mode = len(data), mode
                 tar.addfile(info, io.BytesIO(data))
         self._daemon_call(lambda: self.container.put_archive(directory, buffer.getvalue()), "copy files in")
 

@@ -2,18 +2,20 @@
 
 The conventions of the files exchanged with a task container live here too: where the harness's scripts go, where
 the evaluated code may write its report, what environment it gets. A prepared container serves exactly one pytest
-process: afterwards it is frozen and read, so nothing that process did can reach another one.
+process: afterwards its processes are ended and it is read, so nothing that process did can reach another one.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from asyncodebench.harness.sandbox import (
-    BASE_DIR, IO_DIR, OVERSIZED, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, Sandbox, SandboxUnavailableError,
+    BASE_DIR, IO_DIR, OVERSIZED, SANDBOX_GID, SANDBOX_UID, Sandbox, SandboxUnavailableError,
 )
 
 SCRIPTS_DIR = Path(__file__).resolve().parent / "incontainer"  # copied into containers, never imported here
@@ -37,6 +39,7 @@ class PytestRun:
     report: dict[str, Any] | None  # None when absent, {} when unreadable (not JSON, too deep, too large)
     report_problem: str | None  # None, "missing", "not_json", "not_an_object" or "oversized"
     container_name: str
+    sentinel: str | None = None  # the secret the sentinel tests' names were made from (scoring/tampering.py)
 
 
 @dataclass(frozen=True)
@@ -98,34 +101,51 @@ def prepare(box: Sandbox, interpreter: str, task_id: str) -> Preparation:
     )
 
 
-def launch_config(workdir: str, plugins: tuple[str, ...], image_pythonpath: str | None) -> bytes:
+def launch_config(workdir: str, plugins: tuple[str, ...], image_pythonpath: str | None,
+                  sentinel: dict[str, str] | None) -> bytes:
     roots = [workdir, f"{workdir}/src"]
     return json.dumps({"plugins": list(plugins), "import_roots": roots, "image_pythonpath": image_pythonpath,
-                       "workdir": workdir}).encode()
+                       "workdir": workdir, "sandbox_uid": SANDBOX_UID, "sandbox_gid": SANDBOX_GID,
+                       "sentinel": sentinel}).encode()
+
+
+def sentinel_folder(workdir: str, near: str) -> str:
+    """Where the sentinel tests are said to live: beside the first test target or probe (a file's folder, or the
+    folder itself), so they sit among the real tests."""
+    path = near.split("::", 1)[0].rstrip("/")
+    if path.startswith(("-", "/")):  # an option, or nothing of the tree: the tree's root
+        return workdir
+    folder = posixpath.dirname(path) if path.endswith(".py") else path
+    return posixpath.join(workdir, folder) if folder else workdir
 
 
 def run_pytest(box: Sandbox, workdir: str, interpreter: str, plugins: tuple[str, ...], args: tuple[str, ...],
-               seconds: int) -> PytestRun:
-    """Run pytest once as the sandbox user under `timeout`; then freeze the container and read its report.
+               seconds: int, near: str = "") -> PytestRun:
+    """Run pytest once as the sandbox user under `timeout`; end every process it left, then read its report.
 
-    `args` may name `{report}`: the JSON report's path, in the one folder the evaluated code may write.
+    `args` may name `{report}`: the JSON report's path, in the one folder the evaluated code may write. `timeout`
+    runs as root and the launcher becomes the sandbox user at once, so the evaluated code can neither signal the
+    `timeout` nor read the launch configuration (the sentinels' secret). `near` places the sentinel tests.
     """
     image_env = box.image_env
-    box.write_files({"launch.json": launch_config(workdir, plugins, image_env.get("PYTHONPATH"))}, IO_DIR)
+    token = secrets.token_hex(8)
+    sentinel = {"token": token, "folder": sentinel_folder(workdir, near)}
+    box.write_files({"launch.json": launch_config(workdir, plugins, image_env.get("PYTHONPATH"), sentinel)}, IO_DIR,
+                    mode=0o600)
     report_path = f"{OUT_DIR}/report.json"
     argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), str(seconds), interpreter, "-s", f"{IO_DIR}/launch.py",
             f"{IO_DIR}/launch.json", *(a.replace("{report}", report_path) for a in args)]
     env = {"HOME": HOME_DIR, "TMPDIR": "/tmp", "PYTHONPATH": ""}
-    done = box.exec(argv, seconds + KILL_GRACE_SECONDS, env=env, user=SANDBOX_USER)
+    done = box.exec(argv, seconds + KILL_GRACE_SECONDS, env=env)
     if done.killed_by_watchdog:  # the container is gone, and with it anything it wrote
         raw = None
     else:
-        box.freeze()
+        box.end_processes(interpreter)
         raw = box.read_file(report_path, REPORT_CAP_BYTES)
     report, problem = parse_report(raw)
     tail = done.output.decode("utf-8", errors="replace")
     return PytestRun(done.exit_code, round(done.duration_seconds, 3), done.killed_by_watchdog, tail, report, problem,
-                     box.name)
+                     box.name, token)
 
 
 def parse_report(raw: bytes | None) -> tuple[dict[str, Any] | None, str | None]:

@@ -113,7 +113,7 @@ def load_evidence(folder: Path) -> Evidence:
         report=read_json(report_path) if report_path.exists() else None,
         probes=_probes_from(read_json(folder / PROBES)), container_name=execution["container_name"],
         command=tuple(execution["command"]), states=states, integration=_integration(execution.get("integration")),
-        report_problem=execution.get("report_problem"),
+        report_problem=execution.get("report_problem"), sentinel=execution.get("sentinel"),
     )
 
 
@@ -134,7 +134,8 @@ def _probes_record(run: ProbeRun | None) -> dict[str, Any] | None:
         return None
     return {"mode": run.mode, "probe_timeout": run.probe_timeout, "calls": [
         {"selectors": list(c.selectors), "exit_code": c.exit_code, "timed_out": c.timed_out, "tests": list(c.tests),
-         "report_found": c.report_found, "output_tail": c.output_tail} for c in run.calls]}
+         "report_found": c.report_found, "output_tail": c.output_tail, "summary": c.summary,
+         "failed_collectors": c.failed_collectors, "sentinel": c.sentinel} for c in run.calls]}
 
 
 def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
@@ -142,7 +143,7 @@ def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
         return None
     calls = tuple(
         ProbeCall(tuple(c["selectors"]), c["exit_code"], c["timed_out"], tuple(c["tests"]), c["report_found"],
-                  c["output_tail"])
+                  c["output_tail"], c.get("summary"), c.get("failed_collectors", 0), c.get("sentinel"))
         for c in record["calls"]
     )
     return ProbeRun(record["mode"], calls, record["probe_timeout"])

@@ -1,7 +1,9 @@
 """Start pytest for evaluated code with only the image's own plugins and start-up files.
 
-Runs as the unprivileged sandbox user: `python -s <io>/launch.py <io>/launch.json <pytest args...>`, with no
-PYTHONPATH in its environment. Standard library only, Python >= 3.6. It
+Started by root, `python -s <io>/launch.py <io>/launch.json <pytest args...>`, with no PYTHONPATH in its
+environment; it reads its configuration (root's alone to read) and becomes the unprivileged sandbox user before
+anything else happens, so the `timeout` above it stays root's and out of the evaluated code's reach. Standard library
+only, Python >= 3.6. It
 
 - drops its own folder from `sys.path` and the pytest variables that add options or plugins from the environment;
 - disables plugin auto-loading, imports pytest and the plugins the harness recorded from the image (before the patch
@@ -9,16 +11,22 @@ PYTHONPATH in its environment. Standard library only, Python >= 3.6. It
   registers those plugins itself;
 - then puts the work tree's import roots after the standard library and before site-packages (the tree cannot
   shadow the standard library in this process) and sets PYTHONPATH for subprocesses as the official evaluator does;
-- and, when the session ends, before any report is written, kills every other process of the sandbox user except
-  its own ancestors, so nothing the tests started can rewrite the report afterwards.
+- adds the sentinel tests (known outcomes, names made from a secret of this process) among the collected tests, so
+  that a report rewritten from inside this process shows it (METRICS decision 11);
+- and, when the session ends, before any report is written, ends every other process of the sandbox user with one
+  `kill(-1, SIGKILL)`: the kernel signals them all under one lock, so a process that keeps re-forking cannot slip
+  between listing and killing, and nothing the tests started can rewrite the report afterwards.
 """
 
+import hashlib
 import json
 import os
 import signal
 import sys
+import time
 
-KILL_ROUNDS = 50
+ZOMBIE_WAIT_SECONDS = 10
+SENTINEL_OUTCOMES = ("passed", "failed", "error", "skipped")  # the same list is in scoring/tampering.py
 
 
 def main():
@@ -26,6 +34,7 @@ def main():
         sys.path.pop(0)
     with open(sys.argv[1]) as handle:
         cfg = json.load(handle)
+    become_sandbox_user(cfg)
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP"):
         os.environ.pop(name, None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -47,9 +56,18 @@ def main():
     insert_before_site_packages(cfg["import_roots"] + in_tree, before=outside[:1])
     os.environ["PYTHONPATH"] = os.pathsep.join(cfg["import_roots"] + image_entries)
     sys.argv = [sys.argv[0]] + sys.argv[2:]
-    code = pytest.main(sys.argv[1:], plugins=plugins + [guard(pytest)])
+    extra = [guard(pytest)] + ([sentinels(pytest, cfg["sentinel"])] if cfg.get("sentinel") else [])
+    code = pytest.main(sys.argv[1:], plugins=plugins + extra)
     sys.stdout.flush()
     sys.exit(int(code))
+
+
+def become_sandbox_user(cfg):
+    """Root's part ends here: nothing of the work tree has been imported, and nothing will be as root."""
+    if os.getuid() == 0:
+        os.setgroups([])
+        os.setgid(cfg["sandbox_gid"])
+        os.setuid(cfg["sandbox_uid"])
 
 
 def load_plugin(importlib, spec):
@@ -86,16 +104,32 @@ def guard(pytest):
     return Guard()
 
 
-def ancestors():
-    pids, pid = {os.getpid()}, os.getppid()
-    while pid > 1 and pid not in pids:
-        pids.add(pid)
+def end_other_processes():
+    """Kill every other process of this user at once, then wait until none of them can run any more.
+
+    kill(-1) spares only the caller (and PID 1, and other users' processes: the root `timeout` above us). The kernel
+    walks the process list under a lock that fork() also needs, and a fork interrupted by the signal is undone,
+    so no child is born after the walk. Killed processes become zombies, which write nothing.
+    """
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:  # ESRCH: there was no other process
+        return
+    deadline = time.time() + ZOMBIE_WAIT_SECONDS
+    while time.time() < deadline and any(others_running(os.getuid())):
+        time.sleep(0.01)
+
+
+def others_running(uid):
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
         try:
-            with open("/proc/%d/status" % pid) as handle:
-                pid = int(next(line for line in handle if line.startswith("PPid:")).split()[1])
-        except (OSError, StopIteration, ValueError):
-            break
-    return pids
+            if os.stat("/proc/" + entry).st_uid == uid and not is_zombie(entry):
+                yield int(entry)
+        except OSError:
+            continue
 
 
 def is_zombie(pid):
@@ -103,22 +137,50 @@ def is_zombie(pid):
         return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
-def end_other_processes():
-    keep, uid = ancestors(), os.getuid()
-    for _ in range(KILL_ROUNDS):
-        killed = 0
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in keep:
-                continue
-            try:
-                if os.stat("/proc/" + entry).st_uid != uid or is_zombie(entry):
-                    continue
-                os.kill(int(entry), signal.SIGKILL)
-                killed += 1
-            except OSError:
-                continue
-        if not killed:
-            return
+def sentinel_name(token, outcome):
+    return "test_" + hashlib.sha256((token + ":" + outcome).encode()).hexdigest()[:12]
+
+
+def sentinel_pass():
+    assert True
+
+
+def sentinel_fail():
+    assert False, "a sentinel that must fail"
+
+
+def sentinel_error():
+    pass  # never runs: its fixture does not exist, so its setup errors
+
+
+def sentinel_skip():
+    import pytest
+    pytest.skip("a sentinel that must be skipped")
+
+
+def sentinels(pytest, cfg):
+    """A plugin adding four tests of known outcome (pass, fail, error at setup, skip) among the collected ones.
+
+    They are added after every other plugin has selected and deselected (trylast), so the task's own `-k`, `-m`
+    and `--deselect` cannot drop them, and they need no naming convention of the task's configuration. A report
+    rewritten from inside this process (outcomes forced, counts or tests forged) shows it in them.
+    """
+    missing_fixture = pytest.mark.usefixtures("asyncodebench_missing_" + cfg["token"])
+    functions = {"passed": sentinel_pass, "failed": sentinel_fail, "error": missing_fixture(sentinel_error),
+                 "skipped": sentinel_skip}
+
+    class Sentinels(object):
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, session, config, items):
+            import pathlib
+            path = pathlib.Path(cfg["folder"]) / ("test_%s.py" % cfg["token"])
+            module = pytest.Module.from_parent(session, path=path)
+            made = [pytest.Function.from_parent(module, name=sentinel_name(cfg["token"], outcome),
+                                                callobj=functions[outcome]) for outcome in SENTINEL_OUTCOMES]
+            real = len(items)
+            for i, item in enumerate(made):  # spread: first, among, and last of the real tests
+                items.insert(min(len(items), i * (real + i) // (len(made) - 1)), item)
+    return Sentinels()
 
 
 if __name__ == "__main__":

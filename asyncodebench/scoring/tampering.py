@@ -1,0 +1,214 @@
+"""Does one pytest process's evidence agree with itself? (METRICS decision 11)
+
+Code under test runs inside pytest's own process, so it can rewrite what pytest reports. It cannot as easily make
+every trace of the run agree on the same lie. Four traces are compared here, all saved with the run:
+
+- the sentinel tests the launcher added (`incontainer/launch.py`): four tests of known outcome, named from a
+  secret of that process; each must be in the report with its outcome;
+- the report's summary against its own list of tests;
+- the report against pytest's terminal summary line (`3 failed, 22 passed in 0.5s`), printed before any plugin's
+  report was written and kept in the captured output;
+- the report against the exit code the daemon saw.
+
+A disagreement is tampering. The sentinels are then taken out of the report, so they never count in any number,
+and the exit code becomes the one pytest would have given without them (the must-fail sentinel makes it 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from asyncodebench.harness.evaluation import Evidence
+from asyncodebench.harness.probes import ProbeRun
+
+SENTINEL_OUTCOMES = ("passed", "failed", "error", "skipped")  # the launcher adds one test of each
+COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+NORMAL_EXIT_CODES = (0, 1)  # the run went to its end: every sentinel must be in the report
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STATS_LINE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+|no tests ran)(?: in [0-9.]+s(?: \([^)]*\))?)\s*=*$")
+_WORDS = {"passed": "passed", "failed": "failed", "error": "error", "errors": "error", "skipped": "skipped",
+          "xfailed": "xfailed", "xpassed": "xpassed"}
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    """One pytest process's evidence once the sentinels are taken out, and what contradicts itself in it."""
+
+    report: dict[str, Any] | None  # the report without the sentinel tests and their counts
+    exit_code: int | None  # the exit code pytest would have given without the sentinels
+    tampering: tuple[str, ...]  # why the evidence contradicts itself; empty when it agrees
+
+
+def sentinel_name(token: str, outcome: str) -> str:
+    """The test name of the sentinel of `outcome` (the launcher makes it the same way)."""
+    return "test_" + hashlib.sha256(f"{token}:{outcome}".encode()).hexdigest()[:12]
+
+
+def examine(report: dict[str, Any] | None, exit_code: int | None, output: str, token: str | None,
+            failed_collectors: int | None = None) -> SelfCheck:
+    """Check one process's report against its sentinels, its own tests, pytest's terminal line and its exit code.
+
+    `token` None (evidence from before the sentinels) or a missing or unreadable report: nothing to compare, the
+    evidence is returned as it is (an unreadable report is already a model failure). `failed_collectors` is given
+    when the report itself is not (probe calls keep only its summary and tests).
+    """
+    summary = report.get("summary") if isinstance(report, dict) else None
+    if token is None or not isinstance(summary, Mapping):
+        return SelfCheck(report, exit_code, ())
+    assert report is not None
+    tests = report.get("tests")
+    if not isinstance(tests, list) or not all(isinstance(t, Mapping) for t in tests):
+        return SelfCheck(report, exit_code, ("the report's list of tests is missing or malformed",))
+    if failed_collectors is None:
+        failed_collectors = _failed_collectors(report)
+    problems = _sentinel_problems(tests, exit_code, token)
+    problems += _summary_problems(summary, tests)
+    problems += _terminal_problems(summary, tests, output, failed_collectors)
+    problems += _exit_code_problems(summary, exit_code, failed_collectors)
+    clean = _without_sentinels(report, summary, tests, token)
+    clean_summary = clean["summary"]
+    succeeded = not problems and exit_code == 1 and not failed_collectors and not any(
+        _count(clean_summary, key) for key in ("failed", "error"))
+    return SelfCheck(clean, 0 if succeeded else exit_code, tuple(problems))
+
+
+def _sentinel_problems(tests: Sequence[Mapping[str, Any]], exit_code: int | None, token: str) -> list[str]:
+    problems = []
+    for outcome in SENTINEL_OUTCOMES:
+        found = [str(t.get("outcome")) for t in tests if _is_sentinel(t, token, outcome)]
+        if len(found) > 1:
+            problems.append(f"the sentinel that must be {outcome} is listed {len(found)} times")
+        elif found and _outcome(found[0]) != outcome:
+            problems.append(f"the sentinel that must be {outcome} is {found[0]}")
+        elif not found and exit_code in NORMAL_EXIT_CODES:
+            problems.append(f"the sentinel that must be {outcome} is missing")
+    return problems
+
+
+def _summary_problems(summary: Mapping[str, Any], tests: Sequence[Mapping[str, Any]]) -> list[str]:
+    listed = {key: sum(_outcome(t.get("outcome")) == key for t in tests) for key in COUNTED}
+    counted = {key: _count(summary, key) for key in COUNTED}
+    if listed != counted or _count(summary, "total") != len(tests):
+        return [f"the report's summary {_said(counted)} disagrees with its own list of tests {_said(listed)}"]
+    return []
+
+
+def _terminal_problems(summary: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], output: str,
+                       failed_collectors: int) -> list[str]:
+    terminal = terminal_counts(output)
+    if terminal is None:
+        return ["the report lists tests but pytest printed no summary line"] if tests else []
+    reported = {key: _count(summary, key) for key in COUNTED}
+    reported["error"] += failed_collectors  # pytest's line counts collection errors with the test errors
+    reported["passed"] -= sum(map(_interrupted, tests))  # the report counts them as passed; pytest's line does not
+    if terminal != reported:
+        return [f"pytest's terminal summary {_said(terminal)} disagrees with the report {_said(reported)}"]
+    return []
+
+
+def _exit_code_problems(summary: Mapping[str, Any], exit_code: int | None, failed_collectors: int) -> list[str]:
+    failures = _count(summary, "failed") + _count(summary, "error") + failed_collectors
+    if exit_code == 0 and failures:
+        return [f"exit code 0 with {failures} failure(s) in the report"]
+    if exit_code == 1 and not failures:
+        return ["exit code 1 (tests failed) with no failure in the report"]
+    return []
+
+
+def terminal_counts(output: str) -> dict[str, int] | None:
+    """The counts of pytest's last summary line (`1 failed, 24 passed, 2 warnings in 0.31s`), or None."""
+    for line in reversed(_ANSI.sub("", output).splitlines()):
+        match = _STATS_LINE.match(line.strip())
+        if match:
+            counts = dict.fromkeys(COUNTED, 0)
+            for number, word in re.findall(r"(\d+) ([a-z]+)", match.group(1)):
+                if word in _WORDS:
+                    counts[_WORDS[word]] += int(number)
+            return counts
+    return None
+
+
+def _without_sentinels(report: Mapping[str, Any], summary: Mapping[str, Any], tests: Sequence[Mapping[str, Any]],
+                       token: str) -> dict[str, Any]:
+    sentinels = [t for t in tests if any(_is_sentinel(t, token, o) for o in SENTINEL_OUTCOMES)]
+    clean = dict(summary)
+    for test in sentinels:
+        key = "errors" if _outcome(test.get("outcome")) == "error" and "errors" in clean else _outcome(
+            test.get("outcome"))
+        for counted in (key, "total", "collected"):
+            if isinstance(clean.get(counted), int) and clean[counted] > 0:
+                clean[counted] -= 1
+    return {**report, "summary": clean, "tests": [t for t in tests if t not in sentinels]}
+
+
+def _is_sentinel(test: Mapping[str, Any], token: str, outcome: str) -> bool:
+    return str(test.get("nodeid", "")).endswith("::" + sentinel_name(token, outcome))
+
+
+def _interrupted(test: Mapping[str, Any]) -> bool:
+    """A test a KeyboardInterrupt ended after its setup: pytest-json-report lists it as passed, with no call phase
+    (probe calls have already renamed it)."""
+    outcome = test.get("outcome")
+    return outcome == "interrupted" or (outcome == "passed" and "setup" in test and "call" not in test)
+
+
+def _outcome(value: Any) -> str:
+    # pytest-json-report says "passed" for a test a KeyboardInterrupt ended; probe calls record it as interrupted
+    return "passed" if value == "interrupted" else str(value)
+
+
+def _count(summary: Mapping[str, Any], key: str) -> int:
+    value = summary.get(key, summary.get("errors", 0) if key == "error" else 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _failed_collectors(report: Mapping[str, Any]) -> int:
+    collectors = report.get("collectors")
+    if not isinstance(collectors, list):
+        return 0
+    return sum(1 for c in collectors if isinstance(c, Mapping) and c.get("outcome") == "failed")
+
+
+def _said(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {key}" for key, n in counts.items() if n) or "nothing"
+
+
+def examine_probes(run: ProbeRun | None, where: str) -> tuple[ProbeRun | None, list[dict[str, str]]]:
+    """A state's probe run with the sentinels taken out, and what contradicts itself in each of its processes.
+
+    The tests of a process whose evidence contradicts itself count as not passed (METRICS decision 11): their
+    outcome becomes `tampered`, which no probe selector reads as passed.
+    """
+    if run is None:
+        return None, []
+    calls, found = [], []
+    for call in run.calls:
+        report = {"summary": call.summary, "tests": list(call.tests)}
+        check = examine(report if call.summary is not None else None, call.exit_code, call.output_tail,
+                        call.sentinel, call.failed_collectors)
+        tests = tuple((check.report or report)["tests"])
+        if check.tampering:
+            tests = tuple({**t, "outcome": "tampered"} for t in tests)
+            found += [{"process": f"{where} probes {', '.join(call.selectors)[:200]}", "reason": reason}
+                      for reason in check.tampering]
+        calls.append(replace(call, tests=tests))
+    return replace(run, calls=tuple(calls)), found
+
+
+def examine_evidence(evidence: Evidence) -> tuple[Evidence, list[dict[str, str]]]:
+    """The evidence as grading reads it (sentinels out, exit codes as pytest would give them without them, the
+    tests of contradicting probe processes not passed), and every contradiction found, per process."""
+    check = examine(evidence.report, evidence.exit_code, evidence.output, evidence.sentinel)
+    found = [{"process": "evaluator", "reason": reason} for reason in check.tampering]
+    probes, final_found = examine_probes(evidence.probes, "final state")
+    states = []
+    for step, state in enumerate(evidence.states, start=1):
+        state_probes, state_found = examine_probes(state.probes, f"state {step} ({state.checkpoint_type})")
+        states.append(replace(state, probes=state_probes))
+        found += state_found
+    clean = replace(evidence, report=check.report, exit_code=check.exit_code, probes=probes, states=tuple(states))
+    return clean, found + final_found
