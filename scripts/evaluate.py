@@ -17,13 +17,15 @@ re-evaluates everything with the new ones.
 Exit codes: 0 every valid line evaluated; 1 some lines were invalid, or the file holds no prediction; 2 bad
 arguments (also: the run folder is in use by another process, its settings differ, or --rescore finds nothing to
 regrade); 3 infrastructure errors (the Hub unreachable, the daemon or the Ray cluster, images, overlays: rerun the
-same run id once fixed); 130 interrupted (Ctrl-C; rerun the same run id to resume).
+same run id once fixed); 130 interrupted (Ctrl-C; rerun the same run id to resume); 143 stopped by SIGTERM, with
+the same clean-up as Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -41,6 +43,15 @@ from asyncodebench.harness.sandbox import Limits
 
 PROTOCOLS = ["single", "serial_specialists", "async_private", "caid_manager", "async_manager"]
 EXIT_OK, EXIT_INVALID_LINES, EXIT_BAD_ARGUMENTS, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwound exactly as Ctrl-C is: the run's containers are removed, finished work is kept."""
+
+
+def terminate(*_: object) -> None:
+    raise Terminated()
 
 
 def parse_args(argv: list[str] | None) -> RunConfig:
@@ -131,6 +142,7 @@ def fail(message: str, code: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
+    signal.signal(signal.SIGTERM, terminate)
     try:
         state = prepare_run(config)
     except DatasetUnavailableError as exc:
@@ -160,10 +172,10 @@ def evaluate(config: RunConfig, state: RunState) -> int:
     try:
         with tqdm(total=len(state.file.predictions), desc="evaluating", unit="pred", file=sys.stderr) as bar:
             results = run(config, state, bar)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print(f"\ninterrupted: finished predictions are saved and the run's containers removed; resume with "
               f"--run-id {config.run_id}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
     metadata = {**run_metadata(config, state), "dependency_points": dependency_points(state.specs)}
     report = build_report(metadata, state.file, results)
     # The reports first: the plot is an extra that must never cost them.

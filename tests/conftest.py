@@ -155,39 +155,86 @@ def without_run_metadata(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k != "run"}
 
 
-# --- host sampling -------------------------------------------------------------------------------
+# --- sampling the run's own containers ----------------------------------------------------------
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def host_process_count() -> int:
-    return sum(1 for name in os.listdir("/proc") if name.isdigit())
+def container_cgroup_value(container_id: str, controller: str, names: tuple[str, ...]) -> int | None:
+    """A counter of one container's cgroup (cgroup v1 or v2, cgroupfs or systemd driver), or None when gone."""
+    folders = (CGROUP_ROOT / controller / "docker" / container_id, CGROUP_ROOT / "docker" / container_id,
+               CGROUP_ROOT / "system.slice" / f"docker-{container_id}.scope")
+    for folder in folders:
+        for name in names:
+            try:
+                return int((folder / name).read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return None
 
 
-def host_available_memory_bytes() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no MemAvailable in /proc/meminfo")
+class CpuLoad:
+    """Busy processes beside a run, so that it is tested on a loaded machine: they stop by themselves after
+    `seconds` (and when the block ends). Most run at the lowest priority: they lift the load average (runnable
+    processes, whatever their priority) to several times the CPU count while leaving the run enough CPU to finish
+    in reasonable time; `contending` of them compete with it at normal priority. Loopback only: no network."""
+
+    def __init__(self, processes: int = 12, contending: int = 0, seconds: int = 900) -> None:
+        self.processes, self.contending, self.seconds = processes, contending, seconds
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> CpuLoad:
+        for i in range(self.processes):
+            niceness = 0 if i < self.contending else 19
+            code = (f"import os, time\nos.nice({niceness})\nend = time.time() + {self.seconds}\n"
+                    "while time.time() < end: pass")
+            self._children.append(subprocess.Popen([sys.executable, "-c", code]))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self._children:
+            child.kill()
+            child.wait()
 
 
-class HostSampler:
-    """Samples the host's process count and available memory in the background while something runs."""
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
-    def __init__(self, interval: float = 0.1) -> None:
-        self.interval = interval
-        self.baseline_processes = host_process_count()
-        self.baseline_memory = host_available_memory_bytes()
-        self.max_processes = self.baseline_processes
-        self.min_memory = self.baseline_memory
+
+class RunSampler:
+    """Samples the processes and memory of one run's containers (never the host's: other work shares it) in the
+    background while the run goes on. Peaks are what the kernel's counters say, per container."""
+
+    def __init__(self, run_id: str, interval: float = 0.1) -> None:
+        import docker
+
+        self.client = docker.from_env()
+        self.run_id, self.interval = run_id, interval
+        self.max_processes = 0  # in any one container of the run
+        self.max_memory = 0  # peak bytes charged to any one container of the run
+        self.max_load_average = 0.0  # the machine's, while the run goes on (the condition it ran under)
+        self.containers_seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
+    def _run_containers(self) -> list[str]:
+        listed = self.client.containers.list(sparse=True)
+        return [c.id for c in listed if (c.attrs.get("Labels") or {}).get(RUN_LABEL, "").startswith(f"{self.run_id}-")]
+
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.max_processes = max(self.max_processes, host_process_count())
-            self.min_memory = min(self.min_memory, host_available_memory_bytes())
+            self.max_load_average = max(self.max_load_average, load_average())
+            for container_id in self._run_containers():
+                pids = container_cgroup_value(container_id, "pids", ("pids.current",))
+                memory = container_cgroup_value(container_id, "memory", ("memory.max_usage_in_bytes",
+                                                                         "memory.peak", "memory.current"))
+                if pids is not None:
+                    self.containers_seen.add(container_id)
+                    self.max_processes = max(self.max_processes, pids)
+                self.max_memory = max(self.max_memory, memory or 0)
             time.sleep(self.interval)
 
-    def __enter__(self) -> HostSampler:
+    def __enter__(self) -> RunSampler:
         self._thread.start()
         return self
 
@@ -289,7 +336,8 @@ def evaluate(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., EvalRun]
 @pytest.fixture(scope="session")
 def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun]) -> Iterator[EvalRun]:
     """Every example prediction (gold, empty, partial, syntax error, the 11 hostile ones) plus two patches with
-    non-UTF-8 bytes, evaluated in ONE run with two workers while the host's processes and memory are sampled."""
+    non-UTF-8 bytes, evaluated in ONE run with two workers beside a CPU load (`CpuLoad`), while its containers'
+    processes and memory are sampled."""
     # The slow ones first, so the other worker gets through the rest meanwhile.
     slow_first = ("hostile-infinite-loop", "hostile-memory-hog", "hostile-fork-bomb")
     examples = sorted(example_predictions().values(), key=lambda p: p["model_name_or_path"] not in slow_first)
@@ -299,10 +347,10 @@ def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun])
     escape.unlink(missing_ok=True)
     flags = (*FAST_FLAGS, "--max-workers", str(SHARED_RUN_WORKERS), "--memory", SHARED_RUN_MEMORY,
              "--pids", str(SHARED_RUN_PIDS))
-    with HostSampler() as sampler:
+    # On a loaded machine: the load average climbs past 4x the CPU count during the run (its own test checks it).
+    with CpuLoad(), RunSampler("shared-demo") as sampler:
         run = evaluate(lines, demo_dataset.path, *flags, run_id="shared-demo")
-    time.sleep(1)  # let the kernel reap the removed containers' processes before counting again
-    run.extra.update(sampler=sampler, processes_after=host_process_count(), lines=lines,
+    run.extra.update(sampler=sampler, lines=lines,
                      containers_left=run_containers("shared-demo"), escape_file_exists=escape.exists())
     yield run
 

@@ -1,14 +1,17 @@
 """Hostile predictions are scored as their code really behaves, without harming the host or the other predictions.
 
 Every hostile line of data/demo/predictions/examples.jsonl, two patches with non-UTF-8 bytes and the gold patch run
-in ONE evaluate.py run with two workers (`shared_demo_run` in conftest.py), while the host is sampled.
+in ONE evaluate.py run with two workers (`shared_demo_run` in conftest.py) beside a CPU load, while the run's own
+containers are sampled.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from conftest import LATIN1_PATCH, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, SHARED_RUN_WORKERS, EvalRun, example_predictions
+from conftest import LATIN1_PATCH, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, EvalRun, example_predictions
 
 pytestmark = pytest.mark.docker
 
@@ -26,6 +29,13 @@ def test_every_hostile_line_is_evaluated_not_an_infrastructure_error(shared_demo
     assert len(HOSTILE) == 11
     for model in HOSTILE + ["hostile-latin1-raw", "hostile-latin1-escaped"]:
         assert shared_demo_run.row(model)["status"] == "evaluated", model
+
+
+def test_the_demo_completes_on_a_loaded_machine_with_no_infrastructure_error(shared_demo_run: EvalRun) -> None:
+    """The shared run goes on beside a CPU load (conftest.CpuLoad): every prediction is a verdict, none an
+    infrastructure error, at a load average of at least 4x the CPU count."""
+    assert shared_demo_run.extra["sampler"].max_load_average >= 4 * len(os.sched_getaffinity(0))
+    assert shared_demo_run.report["counts"]["infrastructure_errors"] == 0
 
 
 def test_gold_in_the_same_run_still_scores_full_marks(shared_demo_run: EvalRun) -> None:
@@ -46,21 +56,25 @@ def test_edited_tests_are_restored_and_recorded(shared_demo_run: EvalRun) -> Non
     assert (row["tests_passed"], row["final_success"]) == (BASE_PASSED, False)
 
 
-def test_forged_passed_lines_in_the_output_are_ignored(shared_demo_run: EvalRun) -> None:
-    """The patch prints 50 `PASSED` lines and a fake summary after pytest's; the structured report decides."""
+def test_forged_summary_lines_in_the_output_are_tampering(shared_demo_run: EvalRun) -> None:
+    """The patch prints 50 `PASSED` lines and a fake summary after pytest's: the last summary line then disagrees
+    with the report, which is tampering (decision 11), scored 0."""
     output = _output(shared_demo_run, "hostile-forged-output")
     assert output.count(" PASSED") == 50 and "25 passed in 0.01s" in output  # the forgery did happen
-    row = shared_demo_run.row("hostile-forged-output")
-    assert (row["tests_passed"], row["pass_rate"], row["final_success"]) == (BASE_PASSED, BASE_PASSED / TOTAL, False)
+    row, result = shared_demo_run.row("hostile-forged-output"), shared_demo_run.result("hostile-forged-output")
+    assert row["outcome"] == "model_failure:integrity_tampering"
+    assert (row["tests_passed"], row["pass_rate"], row["final_success"]) == (0, 0.0, False)
+    assert any("terminal summary" in t["reason"] for t in result["integrity"]["tampering"])
 
 
 def test_fork_bomb_is_bounded_and_does_not_starve_the_probes(shared_demo_run: EvalRun) -> None:
-    """The process limit stops the bomb; the host's process count stays bounded and returns to its level; the
-    prediction completes (no timeout); its leftover children do not keep the probes from starting."""
+    """The process limit stops the bomb inside its container (the kernel's count of the run's own containers, never
+    the host's, which other work shares); the prediction completes (no timeout); its leftover children do not keep
+    the probes from starting; no container of the run is left."""
     sampler = shared_demo_run.extra["sampler"]
-    peak_increase = sampler.max_processes - sampler.baseline_processes
-    assert peak_increase <= SHARED_RUN_WORKERS * SHARED_RUN_PIDS + 128 < UNBOUNDED_FORKS
-    assert shared_demo_run.extra["processes_after"] - sampler.baseline_processes < SHARED_RUN_PIDS // 2
+    assert sampler.containers_seen, "the sampler never saw a container of the run"
+    assert sampler.max_processes <= SHARED_RUN_PIDS < UNBOUNDED_FORKS
+    assert shared_demo_run.extra["containers_left"] == []
     result = shared_demo_run.result("hostile-fork-bomb")
     assert result["evaluator"]["timed_out"] is False and result["evaluator"]["exit_code"] == 1
     assert result["outcome"] == "failed" and result["tests_passed"] >= BASE_PASSED
@@ -69,13 +83,13 @@ def test_fork_bomb_is_bounded_and_does_not_starve_the_probes(shared_demo_run: Ev
 
 
 def test_memory_hog_is_killed_inside_its_container(shared_demo_run: EvalRun) -> None:
-    """It asks for 16 GiB; the kernel kills it at the container's limit (exit 137), and the host keeps its memory."""
+    """It asks for 16 GiB; the kernel kills it at the container's limit (exit 137): no container of the run was
+    charged more than its limit."""
     result = shared_demo_run.result("hostile-memory-hog")
     assert result["evaluator"]["exit_code"] == 137 and result["evaluator"]["timed_out"] is False
     assert result["outcome"] == "model_failure:evaluator_failed" and result["pass_rate"] == 0.0
-    sampler = shared_demo_run.extra["sampler"]
     limit = int(SHARED_RUN_MEMORY.rstrip("g")) * GIB
-    assert sampler.baseline_memory - sampler.min_memory < SHARED_RUN_WORKERS * limit + 2 * GIB
+    assert 0 < shared_demo_run.extra["sampler"].max_memory <= limit
 
 
 def test_network_calls_fail_inside_the_container(shared_demo_run: EvalRun) -> None:
@@ -86,11 +100,15 @@ def test_network_calls_fail_inside_the_container(shared_demo_run: EvalRun) -> No
 
 
 def test_huge_output_is_capped_at_one_megabyte(shared_demo_run: EvalRun) -> None:
-    """100 MiB written after pytest's summary: only the last megabyte is kept, and scoring is unaffected."""
+    """100 MiB written after pytest's summary: only the last megabyte is kept; with pytest's own summary line pushed
+    out of it, the report cannot be checked against the run's output, which is tampering (scored 0)."""
     saved = shared_demo_run.folder("hostile-huge-output") / "evaluator_output.txt"
     assert saved.stat().st_size <= 1_000_000
     assert saved.read_text().rstrip().endswith("minicache")
-    assert shared_demo_run.row("hostile-huge-output")["tests_passed"] == BASE_PASSED
+    result = shared_demo_run.result("hostile-huge-output")
+    assert result["outcome"] == "model_failure:integrity_tampering" and result["tests_passed"] == 0
+    assert {t["reason"] for t in result["integrity"]["tampering"]} == {
+        "the report lists tests but pytest printed no summary line"}
 
 
 @pytest.mark.parametrize("model", ["hostile-dotdot-path", "hostile-absolute-path"])

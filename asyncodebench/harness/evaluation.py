@@ -107,7 +107,7 @@ class Workbench:
 
     def sandbox(self) -> Sandbox:
         return Sandbox(self.client, self.spec.pinned_ref, self.run_id, self.settings.limits, self.spec.workdir,
-                       self.base)
+                       self.base, self.spec.interpreter)
 
     def inputs(self, patch: bytes) -> dict[str, bytes]:
         spec = self.spec

@@ -40,30 +40,47 @@ IO_DIR = "/asyncodebench"
 OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept
 STREAM_CHUNK_BYTES = 1 << 16
 OVERSIZED = b"\0asyncodebench: larger than the read limit\0"  # what `read_file` returns for a file over its limit
-FINISH_WAIT_SECONDS = 30  # for killed processes to become zombies (a loaded host is slow to run them to exit)
-PROCESS_LIMIT_ROOM = 16
-# Run by root in the container after a command: every process but PID 1 and itself killed at once (kill(-1) is
-# atomic against fork), then wait until none of them is more than a zombie. Exit 0 when that holds.
-FINISH_SCRIPT = """
+ENDED_WAIT_SECONDS = 30  # for killed processes to be gone (a loaded host is slow to run them to their end)
+ENDED_MARKER = f"{IO_DIR}/ended"  # written by the container's init once every other process is gone
+# PID 1 of every container, run by root with the task's interpreter: on SIGUSR1 it kills every other process of
+# the container with one kill(-1, SIGKILL) (the kernel spares only PID 1, and does it atomically against fork),
+# reaps them, and writes ENDED_MARKER once none is left. It needs no new process, so a fork bomb holding the
+# process limit cannot keep it from acting, and it reaps orphans all along (`sleep infinity` did not).
+INIT_SCRIPT = """
 import os, signal, sys, time
+def reap(*_):
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
 def running():
     for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) not in (1, os.getpid()):
+        if pid.isdigit() and pid != "1":
             try:
                 with open("/proc/%s/stat" % pid) as handle:
                     if handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
                         yield pid
             except (OSError, IndexError):
                 continue
-try:
-    os.kill(-1, signal.SIGKILL)
-except OSError:
-    pass
-deadline = time.time() + float(sys.argv[1])
-while any(running()):
-    if time.time() > deadline:
-        sys.exit(3)
-    time.sleep(0.02)
+def end(*_):
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    while any(running()):
+        reap()
+        time.sleep(0.005)
+    reap()
+    with open(sys.argv[1] + ".part", "w") as handle:
+        handle.write("ended\\n")
+    os.rename(sys.argv[1] + ".part", sys.argv[1])
+signal.signal(signal.SIGCHLD, reap)
+signal.signal(signal.SIGUSR1, end)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while True:
+    signal.pause()
 """
 
 
@@ -158,7 +175,8 @@ def base_volume(client: Any, image_ref: str, run_id: str, workdir: str) -> str:
 class Sandbox:
     """One running container started from `image_ref` (an `image@sha256:` reference), prepared for one step."""
 
-    def __init__(self, client: Any, image_ref: str, run_id: str, limits: Limits, workdir: str, base: str) -> None:
+    def __init__(self, client: Any, image_ref: str, run_id: str, limits: Limits, workdir: str, base: str,
+                 interpreter: str) -> None:
         import docker.errors
         from docker.types import Mount, Ulimit
 
@@ -172,7 +190,8 @@ class Sandbox:
         ]
         try:
             self.container = client.containers.run(
-                image_ref, ["sleep", "infinity"], detach=True, name=self.name, labels=_labels(run_id),
+                image_ref, [interpreter, "-I", "-c", INIT_SCRIPT, ENDED_MARKER], detach=True, name=self.name,
+                labels=_labels(run_id),
                 network_mode="none", mem_limit=limits.memory, memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids, working_dir=workdir,
                 read_only=True, mounts=mounts,
@@ -235,37 +254,20 @@ class Sandbox:
         output = b"".join(tail)[-OUTPUT_CAP_BYTES:]
         return ExecResult(exit_code, output, time.monotonic() - started, fired.is_set())
 
-    def end_processes(self, interpreter: str) -> None:
+    def end_processes(self) -> None:
         """End everything the evaluated code started, before any of its files is read; the container stays up.
 
-        Root sends one `kill(-1, SIGKILL)` (atomic against re-forking) and waits until every process but PID 1 is a
-        zombie (`incontainer/finish.py`). When no process can start (a fork bomb holds the process limit), the
-        limit is raised for the harness's own process first. Only if the processes still cannot be ended is the
-        container frozen (cgroup freezer), which a loaded host can refuse: then, and only then, a daemon failure.
+        The container's init (`INIT_SCRIPT`) kills every other process at once and says when none is left; only
+        if it does not within ENDED_WAIT_SECONDS is the container frozen (cgroup freezer, which a loaded host can
+        refuse: then a daemon failure).
         """
-        # -I: isolated, so nothing the evaluated code left in the work tree (the current folder) can be imported
-        argv = [interpreter, "-I", "-c", FINISH_SCRIPT, str(FINISH_WAIT_SECONDS)]
-        for attempt in range(2):
-            try:
-                if self.exec(argv, FINISH_WAIT_SECONDS + 10).exit_code == 0:
-                    return
-            except SandboxUnavailableError:
-                pass
-            if attempt == 0:
-                self._raise_process_limit()
+        self._daemon_call(lambda: self.container.kill(signal="SIGUSR1"), "signal the container's init")
+        deadline = time.monotonic() + ENDED_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            if self.read_file(ENDED_MARKER, 100) is not None:
+                return
+            time.sleep(0.02)
         self._daemon_call(self.container.pause, "freeze the container")
-
-    def _raise_process_limit(self) -> None:
-        """Room for the harness's process above the evaluated code's limit (the Docker SDK has no argument for
-        it, so the Engine API is called directly)."""
-        api = self.client.api
-        try:
-            current = self.container.attrs["HostConfig"].get("PidsLimit") or 0
-            response = api._post_json(api._url("/containers/{0}/update", self.container.id),
-                                      data={"PidsLimit": current + PROCESS_LIMIT_ROOM})
-            api._raise_for_status(response)
-        except Exception:  # the freeze that follows is the last resort
-            pass
 
     def write_files(self, files: dict[str, bytes], directory: str, mode: int = 0o644) -> None:
         """Copy files (name -> bytes) into `directory` inside the container, owned by root."""

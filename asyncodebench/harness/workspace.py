@@ -140,7 +140,7 @@ def run_pytest(box: Sandbox, workdir: str, interpreter: str, plugins: tuple[str,
     if done.killed_by_watchdog:  # the container is gone, and with it anything it wrote
         raw = None
     else:
-        box.end_processes(interpreter)
+        box.end_processes()
         raw = box.read_file(report_path, REPORT_CAP_BYTES)
     report, problem = parse_report(raw)
     tail = done.output.decode("utf-8", errors="replace")
