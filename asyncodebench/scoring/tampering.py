@@ -28,6 +28,7 @@ from asyncodebench.harness.probes import ProbeRun
 SENTINEL_OUTCOMES = ("passed", "failed", "error", "skipped")  # the launcher adds one test of each
 COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 NORMAL_EXIT_CODES = (0, 1)  # the run went to its end: every sentinel must be in the report
+AUDIT_LISTED = 100
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _STATS_LINE = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+|no tests ran)(?: in [0-9.]+s(?: \([^)]*\))?)\s*=*$")
 _WORDS = {"passed": "passed", "failed": "failed", "error": "error", "errors": "error", "skipped": "skipped",
@@ -212,3 +213,21 @@ def examine_evidence(evidence: Evidence) -> tuple[Evidence, list[dict[str, str]]
         found += state_found
     clean = replace(evidence, report=check.report, exit_code=check.exit_code, probes=probes, states=tuple(states))
     return clean, found + final_found
+
+
+def audit_flags(evidence: Evidence) -> list[dict[str, str]]:
+    """What the launcher's audit hook saw code of the work tree do, per process: flags for review, never a score.
+
+    Only lines carrying the process's own secret count; the probe processes keep only their output's tail."""
+    found = [{"process": "evaluator", "event": e} for e in audit_events(evidence.output, evidence.sentinel)]
+    runs = [("final state", evidence.probes)] + [(f"state {step} ({state.checkpoint_type})", state.probes)
+                                                 for step, state in enumerate(evidence.states, start=1)]
+    for where, run in runs:
+        for call in run.calls if run else ():
+            found += [{"process": f"{where} probes", "event": e} for e in audit_events(call.output_tail, call.sentinel)]
+    return list({(f["process"], f["event"]): f for f in found}.values())[:AUDIT_LISTED]
+
+
+def audit_events(output: str, token: str | None) -> list[str]:
+    prefix = f"asyncodebench-audit {token} "
+    return [line[len(prefix):].strip() for line in output.splitlines() if token and line.startswith(prefix)]

@@ -12,7 +12,8 @@ only, Python >= 3.6. It
 - then puts the work tree's import roots after the standard library and before site-packages (the tree cannot
   shadow the standard library in this process) and sets PYTHONPATH for subprocesses as the official evaluator does;
 - adds the sentinel tests (known outcomes, names made from a secret of this process) among the collected tests, so
-  that a report rewritten from inside this process shows it (METRICS decision 11);
+  that a report rewritten from inside this process shows it (METRICS decision 11), and installs an audit hook
+  that flags what honest code under test does not do (for review, never scored);
 - and, when the session ends, before any report is written, ends every other process of the sandbox user with one
   `kill(-1, SIGKILL)`: the kernel signals them all under one lock, so a process that keeps re-forking cannot slip
   between listing and killing, and nothing the tests started can rewrite the report afterwards.
@@ -56,7 +57,10 @@ def main():
     insert_before_site_packages(cfg["import_roots"] + in_tree, before=outside[:1])
     os.environ["PYTHONPATH"] = os.pathsep.join(cfg["import_roots"] + image_entries)
     sys.argv = [sys.argv[0]] + sys.argv[2:]
-    extra = [guard(pytest)] + ([sentinels(pytest, cfg["sentinel"])] if cfg.get("sentinel") else [])
+    audit = Audit(cfg["sentinel"]["token"], cfg["workdir"]) if cfg.get("sentinel") else None
+    if audit and hasattr(sys, "addaudithook"):  # Python >= 3.8
+        sys.addaudithook(audit.hook)
+    extra = [guard(pytest, audit)] + ([sentinels(pytest, cfg["sentinel"])] if cfg.get("sentinel") else [])
     code = pytest.main(sys.argv[1:], plugins=plugins + extra)
     sys.stdout.flush()
     sys.exit(int(code))
@@ -90,16 +94,24 @@ def insert_before_site_packages(entries, before=()):
     sys.path[index:index] = [e for i, e in enumerate(entries) if e not in entries[:i]]
 
 
-def guard(pytest):
-    """A plugin that ends every process the tests left behind before any plugin writes its report.
+def guard(pytest, audit):
+    """A plugin that ends every process the tests left behind before any plugin writes its report (and compares
+    the test runner with the audit's snapshot).
 
     A hook wrapper, and the outermost one: pytest-json-report writes its report from a `tryfirst` implementation of
     the same hook, which runs before any plain implementation, so only a wrapper is sure to run before it.
     """
     class Guard(object):
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_sessionstart(self):
+            if audit:
+                audit.start()
+
         @pytest.hookimpl(hookwrapper=True, tryfirst=True)
         def pytest_sessionfinish(self):
             end_other_processes()
+            if audit:
+                audit.compare()
             yield
     return Guard()
 
@@ -135,6 +147,93 @@ def others_running(uid):
 def is_zombie(pid):
     with open("/proc/%s/stat" % pid) as handle:
         return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+AUDITED_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile",
+                  "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.addressof")
+RUNNER_MODULES = ("_pytest", "pytest", "pluggy", "pytest_jsonreport")
+AUDIT_DISTINCT = 100
+
+
+class Audit(object):
+    """Flags for review (never a score) of what honest code under test does not do, one line per distinct finding
+    on the stderr this process started with (pytest's capture cannot hold them back):
+
+    - a PEP 578 hook, installed before any evaluated code is imported (it cannot be removed), sees the garbage
+      collector searched, tracing or audit hooks installed, ctypes, a function's code replaced, when the code
+      causing it is a file of the work tree;
+    - a snapshot of pytest's, pluggy's and the json-report plugin's modules and classes, taken when the session
+      starts (pytest's own plugins have set themselves up, the tests are not yet collected) and compared when it
+      ends, sees their functions, classes and methods replaced, and methods added to their classes (plain
+      attribute writes on classes raise no audit event). Code a conftest imports runs before the snapshot: the
+      sentinels, not this, cover it.
+    """
+
+    def __init__(self, token, workdir):
+        self.prefix, self.workdir = "asyncodebench-audit %s " % token, workdir
+        self.out = os.dup(2)
+        self.seen = set()
+        self.before = {}
+
+    def start(self):
+        self.before = runner_objects()
+
+    def hook(self, event, args):
+        if event == "object.__setattr__" and args[1] == "__code__":
+            what = "function code replaced: %s" % getattr(args[0], "__qualname__", "?")
+        elif event in AUDITED_EVENTS:
+            what = event
+        else:
+            return
+        if what not in self.seen and caused_in(self.workdir):
+            self.flag(what)
+
+    def compare(self):
+        now = runner_objects()
+        for key, value in self.before.items():
+            if now.get(key) is not value:
+                self.flag("pytest's %s replaced" % key)
+        for key in now:
+            owner = key.rsplit(".", 1)[0]
+            if key not in self.before and isinstance(self.before.get(owner), type):
+                self.flag("pytest's %s added" % key)
+
+    def flag(self, what):
+        if what in self.seen or len(self.seen) >= AUDIT_DISTINCT:
+            return
+        self.seen.add(what)
+        try:
+            os.write(self.out, ("\n%s%s\n" % (self.prefix, what)).encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+
+def runner_objects():
+    """The functions, classes and descriptors of the test runner's modules, and those of their classes."""
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".")[0] not in RUNNER_MODULES:
+            continue
+        found[name] = module
+        for attr, value in list(vars(module).items()):
+            if not is_code(value):
+                continue
+            found["%s.%s" % (name, attr)] = value
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for key, member in list(vars(value).items()):
+                    if is_code(member):
+                        found["%s.%s.%s" % (name, attr, key)] = member
+    return found
+
+
+def is_code(value):
+    return callable(value) or isinstance(value, (property, classmethod, staticmethod))
+
+
+def caused_in(workdir):
+    """Whether the Python code nearest the event (past the hook) is a file of the work tree."""
+    frame = sys._getframe(2)
+    return frame is not None and frame.f_code.co_filename.startswith(workdir + "/")
 
 
 def sentinel_name(token, outcome):
