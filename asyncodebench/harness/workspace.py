@@ -46,7 +46,7 @@ class PytestRun:
 class Preparation:
     """What happened to the workspace before any evaluated code ran (read before any evaluated code runs)."""
 
-    patch_status: str  # empty | applied | applied_with_fuzz | failed | unsafe_paths
+    patch_status: str  # empty | applied | applied_with_fuzz | failed | unsafe_paths | unusable
     patch_log: str
     unsafe_paths: tuple[str, ...]
     canonical_ref: str
@@ -55,10 +55,13 @@ class Preparation:
     hazards_removed: tuple[str, ...]
     changed_paths: tuple[str, ...]
     image_plugins: tuple[str, ...] = ()  # the image's own pytest plugins (entry point values), the only ones loaded
+    # Why preparing the patched tree failed ("unusable": a model outcome, scored 0); None otherwise and in records
+    # saved before it existed.
+    unusable_reason: str | None = None
 
     @property
     def usable(self) -> bool:
-        return self.patch_status not in ("failed", "unsafe_paths")
+        return self.patch_status not in ("failed", "unsafe_paths", "unusable")
 
 
 def script_bytes(name: str) -> bytes:
@@ -66,16 +69,31 @@ def script_bytes(name: str) -> bytes:
     return (SCRIPTS_DIR / name).read_bytes()
 
 
+# The preparation's record travels as a file (no output tail can cut it), read with a generous limit; the stage
+# marker, written just before the patch is applied, tells a preparation the patch broke from one the environment
+# broke. The patched tree is judged within the preparation's time less a margin, so that a pathological patch
+# ends as "unusable" with a reason, long before the watchdog would kill the container.
+PREPARE_RECORD = f"{IO_DIR}/prepare.out.json"
+PREPARE_STAGE = f"{IO_DIR}/prepare.stage.json"
+PREPARE_RECORD_CAP_BYTES = 64 << 20
+JUDGE_MARGIN_SECONDS = 15
+
+
 def prepare_inputs(workdir: str, base_revision: str, interpreter: str, protected: tuple[str, ...],
-                   overlays: list[tuple[str, bytes]], patch: bytes) -> dict[str, bytes]:
-    """Every file the preparation needs, by its path under IO_DIR, to be copied in as one archive."""
+                   overlays: list[tuple[str, bytes]], patch: bytes,
+                   judge_seconds: float = PREPARE_SECONDS - JUDGE_MARGIN_SECONDS) -> dict[str, bytes]:
+    """Every file the preparation needs, by its path under IO_DIR, to be copied in as one archive.
+
+    `judge_seconds`: from the preparation's start, how long until judging the patched tree is given up.
+    """
     overlay_names = [f"overlays/{i:02d}.patch" for i in range(len(overlays))]
     config = {
         "workdir": workdir, "base_dir": BASE_DIR, "base_revision": base_revision, "interpreter": interpreter,
         "patch": f"{IO_DIR}/patch.diff", "overlays": [f"{IO_DIR}/{n}" for n in overlay_names],
         "protected_paths": sorted(protected), "import_roots": ["", "src"], "shadow_names": list(SHADOWED_BY_DEFAULT),
         "sandbox_uid": SANDBOX_UID, "sandbox_gid": SANDBOX_GID, "git_global_config": GIT_CONFIG,
-        "out_dir": OUT_DIR, "home_dir": HOME_DIR,
+        "out_dir": OUT_DIR, "home_dir": HOME_DIR, "record_path": PREPARE_RECORD, "stage_path": PREPARE_STAGE,
+        "judge_deadline_seconds": judge_seconds,
     }
     files = {"prepare.py": script_bytes("prepare.py"), "integrate.py": script_bytes("integrate.py"),
              "launch.py": script_bytes("launch.py"), "prepare.json": json.dumps(config).encode(),
@@ -85,20 +103,51 @@ def prepare_inputs(workdir: str, base_revision: str, interpreter: str, protected
 
 
 def prepare(box: Sandbox, interpreter: str, task_id: str) -> Preparation:
-    """Run the trusted preparation; its record is read from its own output before any evaluated code runs."""
+    """Run the trusted preparation and read its record file, before any evaluated code runs.
+
+    Whatever happens once the patch is being applied is the patch's doing: a record saying so, or (the preparation
+    died, or its record is too large to read) the stage marker, make the patch "unusable", a model outcome.
+
+    Raises:
+        SandboxUnavailableError: the preparation failed before the patch (the image's tree, the base revision,
+            the overlays, the plugin listing), or the container was killed: the environment is at fault.
+    """
     done = box.exec([interpreter, f"{IO_DIR}/prepare.py", IO_DIR], PREPARE_SECONDS)
-    text = done.output.decode("utf-8", "replace")
-    last = text.strip().rsplit("\n", 1)[-1]
-    if done.exit_code != 0 or not last.startswith("{"):
-        # Our own script failed on the image (git missing, base commit absent): the environment is at fault.
-        raise SandboxUnavailableError(f"preparing {task_id} in {box.name} failed: {text[-2000:]}")
-    record = json.loads(last)
+    failure = f"preparing {task_id} in {box.name} failed: {done.output.decode('utf-8', 'replace')[-2000:]}"
+    if done.killed_by_watchdog:  # the container is gone: nothing is left to read
+        raise SandboxUnavailableError(failure)
+    raw = box.read_file(PREPARE_RECORD, PREPARE_RECORD_CAP_BYTES)
+    record = _json_object(raw)
+    if record is not None:
+        return _preparation(record)
+    stage = _json_object(box.read_file(PREPARE_STAGE, PREPARE_RECORD_CAP_BYTES))
+    if stage is None:
+        raise SandboxUnavailableError(failure)
+    why = ("its record is larger than the read limit" if raw is OVERSIZED
+           else f"the preparation ended (exit code {done.exit_code}) without a record")
+    return _preparation({**stage, "patch_status": "unusable", "unusable_reason": f"preparing the patched tree "
+                         f"failed: {why}"})
+
+
+def _json_object(raw: bytes | None) -> dict[str, Any] | None:
+    """A record file written by the preparation (atomically), or None when absent, oversized or not a record."""
+    if raw is None or raw is OVERSIZED:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _preparation(record: dict[str, Any]) -> Preparation:
+    """A Preparation from the in-container record (or the stage marker, whose path lists are empty)."""
+    paths = {key: tuple(record.get(key) or ()) for key in (
+        "unsafe_paths", "restored_paths", "untracked_paths_removed", "hazards_removed", "changed_paths")}
     return Preparation(
-        record["patch_status"], record["patch_log"][-5000:], tuple(record["unsafe_paths"]), record["canonical_ref"],
-        tuple(record["restored_paths"]), tuple(record["untracked_paths_removed"]),
-        tuple(record["hazards_removed"]), tuple(record["changed_paths"]),
-        tuple(module for _, module in record["image"]["plugins"]),
-    )
+        patch_status=record["patch_status"], patch_log=(record.get("patch_log") or "")[-5000:],
+        canonical_ref=record["canonical_ref"], image_plugins=tuple(m for _, m in record["image"]["plugins"]),
+        unusable_reason=record.get("unusable_reason"), **paths)
 
 
 def launch_config(workdir: str, plugins: tuple[str, ...], image_pythonpath: str | None,
