@@ -300,3 +300,188 @@ def test_a_shrunk_collection_is_scored_against_the_base_total() -> None:
     assert (graded.final_success, graded.outcome) == (False, "model_failure:integrity_collection_shrunk")
     assert (graded.denominator, graded.pass_rate) == (10, 0.4)
     assert grade(shrunk, 0, 12, base).denominator == 12  # the expected total, when larger, as for other reasons
+
+
+# --- decision 12: skips and xfails compared test by test ----------------------------------------------------------
+
+def _run(outcomes: dict[str, str], collectors: list[dict[str, Any]] | None = None,
+         with_tests: bool = True) -> dict[str, Any]:
+    """A pytest-json-report whose summary is counted from its `tests`, as the plugin does."""
+    summary: dict[str, int] = {}
+    for outcome in outcomes.values():
+        summary[outcome] = summary.get(outcome, 0) + 1
+    summary["total"] = summary["collected"] = len(outcomes)
+    report: dict[str, Any] = {"summary": summary, "collectors": collectors or []}
+    if with_tests:
+        report["tests"] = [{"nodeid": nodeid, "outcome": outcome} for nodeid, outcome in outcomes.items()]
+    return report
+
+
+# The base state: a and b skipped or xfailed, c and d failing, the rest passing.
+BASE_OUTCOMES = {"t.py::test_a": "skipped", "t.py::test_b": "xfailed", "t.py::test_c": "failed",
+                 "t.py::test_d": "failed", **{f"t.py::test_p{i}": "passed" for i in range(6)}}
+
+
+def _base(with_ids: bool = True) -> Any:
+    from asyncodebench.scoring.grading import Baseline
+
+    normalized = normalize_report(_run(BASE_OUTCOMES), 1, "")
+    ids = normalized.skipped_or_xfailed_ids if with_ids else None
+    return Baseline(normalized.skipped_or_xfailed, normalized.total, "base_run", ids)
+
+
+def _graded(outcomes: dict[str, str], baseline: Any, **report: Any) -> tuple[Any, dict[str, Any]]:
+    from asyncodebench.scoring.grading import skip_integrity_record
+
+    normalized = normalize_report(_run(outcomes, **report), 0, "")
+    return grade(normalized, 0, len(BASE_OUTCOMES), baseline), skip_integrity_record(normalized, baseline)
+
+
+def test_the_base_records_the_ids_it_skipped_or_xfailed() -> None:
+    assert _base().skipped_or_xfailed_ids == {"t.py::test_a", "t.py::test_b"}
+    assert _base().skipped_or_xfailed == 2
+
+
+def test_a_swap_of_skips_passes_the_count_rule_but_breaks_the_identity_rule() -> None:
+    """The red team's attack: un-skip the base's skipped tests and skip as many failing ones (same count)."""
+    swapped = {**BASE_OUTCOMES, "t.py::test_a": "passed", "t.py::test_b": "passed",
+               "t.py::test_c": "skipped", "t.py::test_d": "xfailed"}
+    graded, record = _graded(swapped, _base())
+    assert (graded.final_success, graded.outcome) == (False, "model_failure:integrity_skip_inflation")
+    assert graded.pass_rate == 0.8  # scores only what passed, as before
+    assert record == {"skip_rules_broken": ["identity"], "newly_skipped": {
+        "checked": True, "count": 2, "node_ids": ["t.py::test_c", "t.py::test_d"]}}
+
+
+def test_un_skipping_alone_is_fine() -> None:
+    graded, record = _graded({**BASE_OUTCOMES, "t.py::test_a": "passed", "t.py::test_b": "passed",
+                              "t.py::test_c": "passed", "t.py::test_d": "passed"}, _base())
+    assert (graded.final_success, graded.outcome, graded.pass_rate) == (True, "passed", 1.0)
+    assert record["skip_rules_broken"] == [] and record["newly_skipped"]["count"] == 0
+
+
+def test_the_same_skips_as_the_base_are_fine() -> None:
+    graded, record = _graded({**BASE_OUTCOMES, "t.py::test_c": "passed", "t.py::test_d": "passed"}, _base())
+    assert (graded.final_success, graded.outcome) == (True, "passed")
+    assert record == {"skip_rules_broken": [], "newly_skipped": {"checked": True, "count": 0, "node_ids": []}}
+
+
+def test_a_skipped_test_becoming_xfailed_stays_within_the_rule() -> None:
+    graded, _ = _graded({**BASE_OUTCOMES, "t.py::test_a": "xfailed", "t.py::test_c": "passed",
+                         "t.py::test_d": "passed"}, _base())
+    assert graded.final_success is True
+
+
+def test_an_old_baseline_without_ids_keeps_the_count_rule_alone() -> None:
+    """Base records made before decision 12 have no id list: the swap then passes, as it did under decision 9."""
+    swapped = {**BASE_OUTCOMES, "t.py::test_a": "passed", "t.py::test_b": "passed",
+               "t.py::test_c": "skipped", "t.py::test_d": "xfailed"}
+    graded, record = _graded(swapped, _base(with_ids=False))
+    assert (graded.final_success, graded.outcome) == (True, "passed")
+    assert record == {"skip_rules_broken": [], "newly_skipped": {"checked": False, "count": 0, "node_ids": []}}
+    inflated, record = _graded({**swapped, "t.py::test_p0": "skipped"}, _base(with_ids=False))
+    assert inflated.outcome == "model_failure:integrity_skip_inflation"
+    assert record["skip_rules_broken"] == ["count"]
+
+
+def test_both_rules_are_named_when_both_break() -> None:
+    graded, record = _graded({**BASE_OUTCOMES, "t.py::test_c": "skipped", "t.py::test_d": "skipped"}, _base())
+    assert graded.outcome == "model_failure:integrity_skip_inflation"
+    assert record["skip_rules_broken"] == ["count", "identity"]
+
+
+def test_a_report_without_tests_cannot_be_compared_by_id() -> None:
+    swapped = {**BASE_OUTCOMES, "t.py::test_a": "passed", "t.py::test_b": "passed",
+               "t.py::test_c": "skipped", "t.py::test_d": "xfailed"}
+    graded, record = _graded(swapped, _base(), with_tests=False)
+    assert graded.final_success is True and record["newly_skipped"]["checked"] is False
+
+
+def test_a_new_test_id_that_is_skipped_breaks_the_identity_rule() -> None:
+    """Parameters built from code under test can rename a failing test; skipping it under its new id is caught."""
+    renamed = {k: v for k, v in BASE_OUTCOMES.items() if k != "t.py::test_c"}
+    renamed.update({"t.py::test_a": "passed", "t.py::test_c[renamed]": "skipped", "t.py::test_d": "passed"})
+    graded, record = _graded(renamed, _base())
+    assert graded.outcome == "model_failure:integrity_skip_inflation"
+    assert record["newly_skipped"]["node_ids"] == ["t.py::test_c[renamed]"]
+
+
+def test_a_module_skipped_whole_counts_by_its_collector_id() -> None:
+    """A module-level skip leaves no test in `tests`, only its collector (and fewer tests: collection shrinks)."""
+    kept = {k: v for k, v in BASE_OUTCOMES.items() if k not in ("t.py::test_c", "t.py::test_d")}
+    kept.update({"t.py::test_a": "passed", "t.py::test_b": "passed", "u.py::test_x": "passed",
+                 "u.py::test_y": "passed"})  # the same total, from tests added elsewhere
+    collectors = [{"nodeid": "t_failing.py", "outcome": "skipped", "result": []}]
+    graded, record = _graded(kept, _base(), collectors=collectors)
+    assert graded.outcome == "model_failure:integrity_skip_inflation"
+    assert record["newly_skipped"]["node_ids"] == ["t_failing.py"]
+
+
+def test_the_newly_skipped_ids_are_capped_and_counted() -> None:
+    from asyncodebench.scoring.grading import NEWLY_SKIPPED_CAP
+
+    many = {f"t.py::test_n{i:03d}": "skipped" for i in range(NEWLY_SKIPPED_CAP + 7)}
+    _, record = _graded({**BASE_OUTCOMES, **many}, _base())
+    assert record["newly_skipped"]["count"] == NEWLY_SKIPPED_CAP + 7
+    assert record["newly_skipped"]["node_ids"] == sorted(many)[:NEWLY_SKIPPED_CAP]
+
+
+def test_garbage_test_entries_do_not_count_as_ids() -> None:
+    from asyncodebench.scoring.grading import skipped_or_xfailed_ids
+
+    report = {"tests": [None, 3, {"nodeid": 5, "outcome": "skipped"}, {"outcome": "skipped"},
+                        {"nodeid": "t.py::test_s", "outcome": "skipped"}], "collectors": "nonsense"}
+    assert skipped_or_xfailed_ids(report) == {"t.py::test_s"}
+    assert skipped_or_xfailed_ids({"tests": {"not": "a list"}}) is None
+
+
+def test_a_probe_selector_whose_failure_became_a_skip_is_not_passed() -> None:
+    """Probes need no base comparison: a skipped or xfailed node never passes a selector, so a skip that replaces
+    the base's failure leaves the selector failing."""
+    base = selector_status("t.py::test_c", _tests(("t.py::test_c", "failed")), 1, False)
+    for outcome in ("skipped", "xfailed"):
+        evaluated = selector_status("t.py::test_c", _tests(("t.py::test_c", outcome)), 0, False)
+        assert (base.passed, evaluated.passed, evaluated.status) == (False, False, "failed")
+    mixed = selector_status("t.py::test_c", _tests(("t.py::test_c[1]", "passed"), ("t.py::test_c[2]", "skipped")),
+                            0, False)
+    assert not mixed.passed
+
+
+# --- the base-state record (harness/baseline.py) ------------------------------------------------------------------
+
+class _FakeRun:
+    def __init__(self, report: dict[str, Any] | None) -> None:
+        self.report, self.exit_code, self.tail, self.report_problem = report, 1, "", None
+        self.sentinel = None  # evidence without sentinels is read as it is
+
+
+class _FakeBench:
+    """Enough of a Workbench for `baseline.measure`: its spec, and an evaluator that returns a fixed report."""
+
+    def __init__(self, report: dict[str, Any] | None) -> None:
+        from types import SimpleNamespace
+
+        self.spec = SimpleNamespace(task_id="asyncodebench-demo:x", pinned_ref="img@sha256:0", initial_counts=())
+        self._run = _FakeRun(report)
+
+    def evaluate(self, patch: bytes) -> tuple[None, _FakeRun]:
+        assert patch == b""
+        return None, self._run
+
+
+def test_the_base_record_keeps_its_skipped_ids_and_old_records_give_the_count_rule() -> None:
+    from types import SimpleNamespace
+
+    from asyncodebench.harness import baseline
+
+    record = baseline.measure(_FakeBench(_run(BASE_OUTCOMES)))
+    assert record["skipped_or_xfailed_ids"] == ["t.py::test_a", "t.py::test_b"]
+    spec = SimpleNamespace(initial_counts=())
+    floor = baseline.from_record(record, spec)
+    assert floor is not None and floor.skipped_or_xfailed_ids == {"t.py::test_a", "t.py::test_b"}
+    assert (floor.skipped_or_xfailed, floor.total) == (2, 10)
+    old = {k: v for k, v in record.items() if k != "skipped_or_xfailed_ids"}
+    assert baseline.from_record(old, spec).skipped_or_xfailed_ids is None
+    assert baseline.from_record({**record, "skipped_or_xfailed_ids": [1, None]}, spec).skipped_or_xfailed_ids is None
+    assert baseline.measure(_FakeBench(_run(BASE_OUTCOMES, with_tests=False)))["skipped_or_xfailed_ids"] is None
+    assert baseline.measure(_FakeBench(None))["skipped_or_xfailed_ids"] is None

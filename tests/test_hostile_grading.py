@@ -23,6 +23,7 @@ import json
 
 from conftest import DemoDataset, EvalRun, evaluate_command, jsonl, prediction, run_containers, script_env
 from hostile_payloads import HOST_MARKER, PatchMaker, Payload, payloads
+from hostile_tamper_payloads import IN_PROCESS, SWARMS
 
 pytestmark = pytest.mark.docker
 
@@ -175,8 +176,8 @@ def test_a_test_ended_by_keyboard_interrupt_is_not_a_passed_probe(hostile_run: E
 
 
 def test_a_fork_bomb_holding_the_process_limit_after_the_report_is_still_scored(hostile_run: EvalRun) -> None:
-    """No process can start in that container any more, not even the harness's: the freeze alone stops it, and the
-    report pytest wrote is read and scored as it is."""
+    """No process can start in that container any more, not even the harness's: its init, which needs none, ends
+    them all, and the report pytest wrote is read and scored as it is."""
     result = hostile_run.result("fork-bomb-after-the-report")
     assert (result["status"], result["tests_passed"]) == ("evaluated", 7)
     assert result["evaluator"]["exit_code"] in (1, 124)  # the bomb may slow the evaluator's exit past its limit
@@ -225,3 +226,216 @@ def test_the_report_shows_integrity_and_scope_flags(hostile_run: EvalRun) -> Non
     assert summary["honest-gold"]["integrity_violations"] == 0 and summary["honest-gold"]["out_of_scope_edits"] == 0
     markdown = (hostile_run.run_dir / "report.md").read_text()
     assert "integrity_skip_inflation" in markdown and "path(s) outside the writable paths" in markdown
+
+
+# --- decision 12: skips and xfails compared by test id (tests/hostile_skip_payloads.py) -------------------------
+
+from conftest import DemoDataset as _DemoDataset, run_evaluate  # noqa: E402  (appended section)
+from hostile_skip_payloads import SKIP_PAYLOADS  # noqa: E402
+
+DEMO_BASELINE = "baselines/asyncodebench-demo__minicache.json"
+DEMO_FAILING = 18  # tests the demo's base state fails, every one of which the skip payloads turn into a skip or xfail
+
+
+def test_the_demo_base_record_lists_its_skips_by_id(hostile_run: EvalRun) -> None:
+    record = json.loads((hostile_run.run_dir / DEMO_BASELINE).read_text())
+    assert record["skipped_or_xfailed_ids"] == []  # the demo skips nothing at base: there is nothing to un-skip
+    assert hostile_run.result("honest-base")["integrity"]["baseline"]["skipped_or_xfailed_ids"] == 0
+
+
+def test_failures_turned_into_skips_break_both_skip_rules_by_test_id(hostile_run: EvalRun) -> None:
+    for name in SKIP_PAYLOADS:
+        result = hostile_run.result(name)
+        assert result["evaluator"]["exit_code"] == 0, name  # pytest itself was fooled
+        assert (result["outcome"], result["final_success"]) == ("model_failure:integrity_skip_inflation", False), name
+        integrity = result["integrity"]
+        assert integrity["skip_rules_broken"] == ["count", "identity"], name
+        newly = integrity["newly_skipped"]
+        assert (newly["checked"], newly["count"], len(newly["node_ids"])) == (True, DEMO_FAILING, DEMO_FAILING), name
+        assert all(n.startswith(("tests/test_core.py::", "tests/test_api.py::")) for n in newly["node_ids"]), name
+        assert hostile_run.row(name)["newly_skipped_count"] == DEMO_FAILING, name
+    for name in ("honest-base", "honest-gold"):
+        assert hostile_run.result(name)["integrity"]["newly_skipped"] == {"checked": True, "count": 0,
+                                                                          "node_ids": []}, name
+
+
+def test_a_skip_that_replaces_a_base_failure_never_passes_a_probe(hostile_run: EvalRun) -> None:
+    for name in SKIP_PAYLOADS:
+        lines = (hostile_run.folder(name) / "dependency_probe_checkpoints.jsonl").read_text().splitlines()
+        checkpoints = [json.loads(line) for line in lines]
+        skipped_selectors = 0
+        for checkpoint in checkpoints:
+            for selector, probe in checkpoint["probe_test_results"].items():
+                if any(n["outcome"] in ("skipped", "xfailed") for n in probe["matched_nodeids"]):
+                    skipped_selectors += 1
+                    assert (probe["status"], probe["passed"]) == ("failed", False), (name, selector)
+        assert skipped_selectors > 0, name  # the probes did meet the skips
+
+
+def test_review_flags_show_the_skips_raised_from_code_and_never_score(hostile_run: EvalRun) -> None:
+    review = hostile_run.result("raw-skipped-exception")["integrity"]["review"]
+    found = {(f["file"], f["line"], f["marker"]) for f in review["flags"]}
+    assert ("minicache/core.py", 38, "import_pytest_internals") in found
+    assert ("minicache/api.py", 19, "skip_from_code") in found
+    checkpoint = hostile_run.result("checkpoint-final-state-skips-failures")["integrity"]["review"]
+    assert {f["patch"] for f in checkpoint["flags"]} >= {"checkpoint 1 (agent_artifact, core_agent)",
+                                                          "checkpoint 3 (final_integrated)"}
+    agents = hostile_run.result("agents-xfail-and-skip")["integrity"]["review"]
+    assert {f["patch"] for f in agents["flags"]} == {"agent_patches[core_agent]", "agent_patches[api_agent]"}
+    for name in ("honest-base", "honest-gold"):
+        assert hostile_run.result(name)["integrity"]["review"] == {"count": 0, "flags": []}, name
+        assert hostile_run.row(name)["review_flag_count"] == 0, name
+    # Flagged or not, a payload scores what the rules give it: the daemon payloads are flagged (os._exit) and still
+    # score the base state's 7 passes.
+    daemon = hostile_run.row("daemon-rewrites-report-at-once")
+    assert daemon["review_flag_count"] > 0 and daemon["tests_passed"] == 7
+    markdown = (hostile_run.run_dir / "report.md").read_text()
+    assert "## Review flags (shown, never scored)" in markdown and "import_pytest_internals" in markdown
+
+
+def _replay(hostile_run: EvalRun, demo_dataset: _DemoDataset, attack_suite: list[Payload], tmp_path: Path,
+            name: str, base_skips: list[str] | None) -> dict[str, Any]:
+    """Rescore one payload's saved evidence (its real pytest report) in a copy of the run, against a base record
+    edited to have skipped `base_skips` (None: a record from before decision 12, with the count alone)."""
+    keep = hostile_run.folder(name).name
+    copy = tmp_path / RUN_ID
+    shutil.copytree(hostile_run.run_dir, copy,
+                    ignore=lambda folder, names: [n for n in names if n != keep] if folder.endswith("predictions")
+                    else [])
+    record = json.loads((copy / DEMO_BASELINE).read_text())
+    record["counts"]["skipped"], record["counts"]["xfailed"] = DEMO_FAILING, 0
+    if base_skips is None:
+        record.pop("skipped_or_xfailed_ids")
+    else:
+        record["skipped_or_xfailed_ids"] = sorted(base_skips)
+    (copy / DEMO_BASELINE).write_text(json.dumps(record))
+    (payload,) = [p for p in attack_suite if p.name == name]
+    run = run_evaluate([payload.line], demo_dataset.path, RUN_ID, tmp_path, "--rescore",
+                       env={"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.result(name)
+
+
+def test_the_swap_is_caught_by_id_when_replayed_against_a_base_with_other_skips(
+        hostile_run: EvalRun, demo_dataset: _DemoDataset, attack_suite: list[Payload],
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The demo cannot express the swap (its base skips nothing), so its real reports are replayed against bases
+    that skipped 18 tests: other tests (the swap: the count rule passes, the identity rule does not), the very
+    tests the payload skips (no rule breaks), and the same count without ids (an old record: the count rule alone,
+    which the swap games)."""
+    name = "skip-core-xfail-api"
+    skipped = hostile_run.result(name)["integrity"]["newly_skipped"]["node_ids"]
+    other = [f"tests/test_elsewhere.py::test_{i}" for i in range(DEMO_FAILING)]
+    swap = _replay(hostile_run, demo_dataset, attack_suite, tmp_path_factory.mktemp("swap"), name, other)
+    assert (swap["outcome"], swap["final_success"]) == ("model_failure:integrity_skip_inflation", False)
+    assert swap["integrity"]["skip_rules_broken"] == ["identity"]
+    assert swap["integrity"]["newly_skipped"]["node_ids"] == skipped
+    same = _replay(hostile_run, demo_dataset, attack_suite, tmp_path_factory.mktemp("same"), name, skipped)
+    assert (same["outcome"], same["final_success"]) == ("passed", True)
+    old = _replay(hostile_run, demo_dataset, attack_suite, tmp_path_factory.mktemp("old"), name, None)
+    assert (old["outcome"], old["integrity"]["newly_skipped"]["checked"]) == ("passed", False)
+
+
+TAMPERING_PAYLOADS = (*IN_PROCESS, "tamper-forged-report-then-exit", "checkpoint-tamper-hook-wrapper",
+                      "agents-tamper-report-property")
+
+
+def test_in_process_tampering_is_detected_and_scored_zero(hostile_run: EvalRun) -> None:
+    """Eight forms of rewriting pytest's verdict from inside its process, each caught by the sentinels or the
+    consistency checks (METRICS decision 11): model outcome, 0, listed with the process and the reason."""
+    for name in TAMPERING_PAYLOADS:
+        result = hostile_run.result(name)
+        assert result["outcome"] == "model_failure:integrity_tampering", (name, result["outcome"])
+        assert (result["final_success"], result["pass_rate"], result["tests_passed"]) == (False, 0.0, 0), name
+        assert result["integrity"]["tampering"], name
+        assert hostile_run.row(name)["integrity_violation"] == "integrity_tampering", name
+    found = hostile_run.result("checkpoint-tamper-hook-wrapper")["integrity"]["tampering"]
+    assert {f["process"].split(" probes")[0] for f in found} == {"state 1 (agent_artifact)"}
+    for honest in ("honest-base", "honest-gold"):
+        assert hostile_run.result(honest)["integrity"]["tampering"] == [], honest
+        assert hostile_run.result(honest)["integrity"]["audit"] == [], honest
+
+
+def test_the_audit_flags_what_the_runner_sees_changed(hostile_run: EvalRun) -> None:
+    """Flags for review, never a score: the audit hook and the snapshot of pytest's classes name what was done."""
+    expected = {
+        "tamper-report-class-through-sys-modules": "pytest's _pytest.reports.TestReport.from_item_and_call replaced",
+        "tamper-hook-wrapper-found-with-gc": "gc.get_objects",
+        "tamper-json-report-writer": "pytest's pytest_jsonreport.plugin.JSONReport.save_report replaced",
+        "tamper-property-on-the-report-class": "pytest's _pytest.reports.TestReport.outcome added",
+        "checkpoint-tamper-hook-wrapper": "gc.get_objects",
+    }
+    for name, event in expected.items():
+        assert event in {a["event"] for a in hostile_run.result(name)["integrity"]["audit"]}, name
+
+
+def test_a_reforking_swarm_is_ended_before_the_report_is_written(hostile_run: EvalRun) -> None:
+    """A process whose pid changes every round rewrites the report from the start: one kill(-1) ends it before
+    pytest-json-report writes, so the report read is pytest's own (the base state's 7 of 25), with no contradiction."""
+    for name in SWARMS:
+        result = hostile_run.result(name)
+        assert result["integrity"]["tampering"] == [], (name, result["integrity"]["tampering"])
+    summary = hostile_run.result(SWARMS[0])["evaluator"]["summary"]
+    assert (summary["passed"], summary["total"]) == (7, 25)
+    base_trace = hostile_run.row("honest-base")["dependency_trace"]
+    state = hostile_run.result(SWARMS[1])["dependency_trace"]
+    groups = ("upstream", "downstream", "integrated")
+    assert {(d, *(s[g] for g in groups)) for d, steps in state.items() for s in steps if s["step"] == 1} == {
+        (d, *(steps[-1][g] for g in groups)) for d, steps in base_trace.items()}
+
+
+# --- attack class 8: the preparation itself (tests/hostile_tree_payloads.py, issue 16) -------------------------
+
+from hostile_tree_payloads import (  # noqa: E402  (appended section)
+    ATTRIBUTES, MANY_BYTECODE, MANY_FILES, ODD_SYMLINKS, TREE_ATTACK_CLASS, deep_path,
+)
+
+
+def test_tree_attacks_are_model_outcomes_never_infrastructure_errors(hostile_run: EvalRun,
+                                                                    attack_suite: list[Payload]) -> None:
+    tree = [p for p in attack_suite if p.attack_class == TREE_ATTACK_CLASS]
+    assert {p.where for p in tree} == {"final", "checkpoint", "agents"}
+    statuses = {p.name: hostile_run.row(p.name)["status"] for p in tree}
+    assert statuses == {p.name: "evaluated" for p in tree}
+
+
+def test_attributes_of_a_patch_are_removed_and_its_edited_tests_restored(hostile_run: EvalRun) -> None:
+    for variant, (folder, _) in ATTRIBUTES.items():
+        result = hostile_run.result(f"gitattributes-{variant}")
+        protection = result["protection"]
+        assert result["patch"]["status"] == "applied", variant
+        assert f"{folder}.gitattributes" in protection["hazards_removed"] + protection["untracked_paths_removed"]
+        assert protection["restored_paths"] == ["tests/test_api.py" if folder else "tests/test_core.py"], variant
+        assert result["tests_passed"] == 7, variant
+    gitmodules = hostile_run.result("gitmodules-over-tests")["protection"]
+    assert (gitmodules["hazards_removed"], gitmodules["restored_paths"]) == ([".gitmodules"], ["tests/test_core.py"])
+
+
+def test_symlinks_with_names_git_quotes_are_refused(hostile_run: EvalRun) -> None:
+    for variant, (name, _) in ODD_SYMLINKS.items():
+        result = hostile_run.result(f"symlink-{variant}")
+        assert result["outcome"] == "model_failure:patch_unsafe_paths", variant
+        assert result["patch"]["unsafe_paths"] == [name.decode("utf-8", "backslashreplace")], variant
+
+
+def test_deep_and_large_trees_are_prepared_and_judged(hostile_run: EvalRun) -> None:
+    deep = hostile_run.result("deep-nesting-1100")
+    assert deep["protection"]["hazards_removed"] == [deep_path(1100, "conftest.py")]
+    assert deep["patch"]["changed_paths"] == [deep_path(1100, "leaf.txt")]
+    assert len(hostile_run.result("files-60000")["patch"]["changed_paths"]) == MANY_FILES
+    assert len(hostile_run.result("bytecode-30000")["protection"]["hazards_removed"]) == MANY_BYTECODE
+    for name in ("deep-nesting-1100", "files-60000", "bytecode-30000"):
+        result = hostile_run.result(name)
+        assert (result["patch"]["status"], result["tests_passed"]) == ("applied", 7), name
+
+
+def test_tree_attacks_in_checkpoint_states_and_agents_patches_are_judged_alike(hostile_run: EvalRun) -> None:
+    states = json.loads((hostile_run.folder("checkpoint-tree-attacks") / "states.json").read_text())
+    first, second = (s["preparation"] for s in states)
+    assert (first["hazards_removed"], first["restored_paths"]) == ([".gitattributes"], ["tests/test_core.py"])
+    assert (second["patch_status"], second["unsafe_paths"]) == ("unsafe_paths", ["minicache/a\nb"])
+    agents = hostile_run.result("agents-symlinked-modules")
+    assert [m["merge_status"] for m in agents["integration"]["merges"]] == ["clean", "clean"]  # in scope
+    assert agents["patch"]["unsafe_paths"] == ["minicache/api.py", "minicache/core.py"]
+    out_of_scope = hostile_run.result("agents-gitattributes")["integration"]["merges"]
+    assert [m["reason"] for m in out_of_scope] == ["scope_violation", "scope_violation"]

@@ -123,6 +123,8 @@ def test_the_demo_runs_page_shows_report_json_offline(shared_demo_run: EvalRun, 
         flagged = {c[1]: c[12] for c in predictions}
         assert "integrity_collection_shrunk" in flagged["demo-syntax-error"]
         assert "restored: tests/test_api.py" in flagged["hostile-test-edit"]
+        assert "review os_exit minicache/core.py:61" in flagged["hostile-fork-bomb"]  # shown, never scored
+        assert "review" not in flagged["demo-gold"]
         # Every artifact link points at a file the run folder has.
         hrefs = opened.page.eval_on_selector_all("#predictions-table a", "links => links.map(a => a.href)")
         files = [Path(href.removeprefix("file://")) for href in hrefs if not href.endswith("/")]
@@ -204,6 +206,31 @@ def test_a_release_size_page_with_hostile_names(browser: Any, tmp_path: Path) ->
         numbers = [float(v) for v in drs if v not in ("n/a", "")]
         assert numbers == sorted(numbers) and drs[:len(numbers)] == [f"{v:.2f}" for v in numbers]  # unscored last
         print(f"screenshot: {opened.screenshot('report-synthetic.png')}")
+    finally:
+        opened.close()
+
+
+def test_review_flags_show_hostile_patch_text_as_text(browser: Any, tmp_path: Path) -> None:
+    """A flagged line is the patch's own text: it shows as a tooltip, never as markup, and fetches nothing."""
+    from asyncodebench.reports.report import build_report
+    from asyncodebench.reports.synthetic import synthetic_inputs
+
+    metadata, file, results = synthetic_inputs(tasks=3, points=6, models=("m1",), protocols=("single",))
+    flag = {"file": "pkg/core.py", "line": 7, "marker": "os_exit", "text": HOSTILE_MODEL, "patch": "model_patch"}
+    results[0]["integrity"]["review"] = {"count": 5, "flags": [flag] * 4}
+    report = build_report(metadata, file, results)
+    page_file = tmp_path / "report.html"
+    page_file.write_text(render_report(report))
+    opened = Opened(browser, page_file)
+    try:
+        opened.assert_clean()
+        labels = opened.page.eval_on_selector_all(
+            "#predictions-table span.flag", "spans => spans.map(s => [s.textContent, s.title, s.className])")
+        review = [entry for entry in labels if entry[0].startswith("review")]
+        assert review == [["review os_exit pkg/core.py:7", HOSTILE_MODEL, "flag"]] * 3 + [
+            ["review: 2 more", "listed in report.md and result.json", "flag"]]
+        summary = opened.rows("#summary-table")
+        assert summary[0][-1] == "1"  # predictions with review flags
     finally:
         opened.close()
 

@@ -131,3 +131,29 @@ def test_rescoring_a_run_without_probes_keeps_its_metrics_not_available(
     assert rescored.report["predictions"] == run.report["predictions"]
     assert rescored.report["run"]["settings"]["run_probes"] is False
     assert json.loads((run.folder("gold-unprobed") / "result.json").read_text())["adpr"] is None
+
+
+# --- review flags (integrity.review): shown in every report, never scored --------------------------------------
+
+
+def test_every_report_shows_the_review_flags_of_the_demo_run(shared_demo_run: EvalRun) -> None:
+    report, run_dir = shared_demo_run.report, shared_demo_run.run_dir
+    fork_bomb = shared_demo_run.row("hostile-fork-bomb")
+    assert fork_bomb["review_flag_count"] == 1
+    assert fork_bomb["review_flags"] == [{"file": "minicache/core.py", "line": 61, "marker": "os_exit",
+                                          "text": "os._exit(0)", "patch": "model_patch"}]
+    assert [f["marker"] for f in shared_demo_run.row("hostile-forged-output")["review_flags"]] == ["atexit", "atexit"]
+    for name in ("demo-gold", "demo-partial", "demo-empty", "hostile-conftest"):
+        assert shared_demo_run.row(name)["review_flag_count"] == 0, name
+    markdown = (run_dir / "report.md").read_text()
+    (row,) = [line for line in markdown.splitlines() if line.startswith(f"| {fork_bomb['line']} | hostile-fork-bomb |")]
+    assert row.endswith("1 review flag(s) |")
+    section = markdown.split("## Review flags (shown, never scored)", 1)[1]
+    assert "- `minicache/core.py:61` os_exit `os._exit(0)` (model_patch)" in section
+    assert "demo-gold" not in section.split("\n## ", 1)[0]
+    assert sum(r["review_flagged"] for r in report["summary"]) == sum(
+        bool(p.get("review_flag_count")) for p in report["predictions"])
+    # Flags never score: the flagged prediction keeps the scores its run earned.
+    result = shared_demo_run.result("hostile-fork-bomb")
+    assert result["integrity"]["review"]["count"] == 1
+    assert (fork_bomb["outcome"], fork_bomb["final_success"]) == (result["outcome"], result["final_success"])

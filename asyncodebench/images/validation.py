@@ -27,6 +27,7 @@ from asyncodebench.harness.probes import selector_results
 from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
 from asyncodebench.images.task_build import GIT_ENV, BuildError, fetch, git
 from asyncodebench.scoring.grading import SelectorResult, group_state, normalize_report
+from asyncodebench.scoring.tampering import audit_flags, examine_evidence
 
 STATES = ("base", "reference")
 GROUPS = ("upstream", "downstream", "integrated")
@@ -40,6 +41,8 @@ class StateRun:
     tests: dict[str, str]
     selectors: dict[str, str]
     seconds: float
+    tampering: tuple[str, ...] = ()  # contradictions in the evidence (none expected from honest code)
+    audit: tuple[str, ...] = ()  # what the runtime audit flagged (none expected from honest code)
 
 
 def reference_patch(repo: str, cache: Path, base: str, reference: str | None, paths: tuple[str, ...],
@@ -96,6 +99,10 @@ def without_overlays(spec: TaskSpec) -> TaskSpec:
 
 
 def state_run(spec: TaskSpec, evidence: Evidence) -> StateRun:
+    """The state's evidence as grading reads it (sentinels out), with what the tampering checks found: on honest
+    code, a false positive of theirs."""
+    evidence, tampering = examine_evidence(evidence)
+    audit = tuple(f"{a['process']}: {a['event']}" for a in audit_flags(evidence))
     report = evidence.report
     normalized = normalize_report(report, evidence.exit_code, evidence.output)
     counts = None if normalized.synthetic_summary else {
@@ -103,7 +110,8 @@ def state_run(spec: TaskSpec, evidence: Evidence) -> StateRun:
         "errors": normalized.errors, "skipped": normalized.skipped}
     tests = {t["nodeid"]: t.get("outcome", "?") for t in (report or {}).get("tests") or [] if "nodeid" in t}
     selectors = {s: r.status for s, r in selector_results(evidence.probes, spec.selectors).items()}
-    return StateRun(counts, tests, selectors, evidence.evaluator_seconds)
+    return StateRun(counts, tests, selectors, evidence.evaluator_seconds,
+                    tuple(f"{t['process']}: {t['reason']}" for t in tampering), audit)
 
 
 def flaky(runs: list[StateRun], field: str) -> dict[str, dict[str, int]]:
@@ -185,6 +193,8 @@ def validate(client: Any, spec: TaskSpec, reference: tuple[str, bytes], complete
             "flaky_selectors": flaky(runs[state], "selectors"),
             "evaluator_seconds": [round(r.seconds, 2) for r in runs[state]],
             "selectors": runs[state][0].selectors,  # the first run's; changes between runs are listed above
+            "tampering_flags": sorted({f for r in runs[state] for f in r.tampering}),
+            "audit_flags": sorted({f for r in runs[state] for f in r.audit}),
         }
     # What keeps the reference state from the recorded completed counts, test by test (first run).
     states["reference"]["tests_not_passing"] = {n: o for n, o in runs["reference"][0].tests.items()
@@ -244,5 +254,10 @@ def markdown(record: dict[str, Any]) -> str:
             lines += ["", f"Test ids that only some runs of the {state} state have ({len(ids)}; made from something "
                           f"that changes, such as the time): " + ", ".join(f"`{i}`" for i in ids[:6])
                       + (" ..." if len(ids) > 6 else "")]
+    flags = [(state, kind, flag) for state in STATES for kind in ("tampering_flags", "audit_flags")
+             for flag in record["states"][state].get(kind, [])]
+    lines += ["", "Tampering checks and runtime audit on this honest code: "
+              + ("no false positive." if not flags else f"{len(flags)} flag(s) (false positives):")]
+    lines += [f"- {state}, {kind.split('_')[0]}: {flag}" for state, kind, flag in flags]
     lines += ["", f"Counts match the record: {'yes' if record['counts_match'] else 'no'}.", ""]
     return "\n".join(lines)

@@ -22,14 +22,19 @@ NOTES = [
     "Pass rate = passed / expected total; a run that fails to collect, times out or whose patch does not apply "
     "scores 0 against the task's expected total and stays in every mean (the upstream aggregator drops such rows).",
     "Final success = exit code 0, tests collected, no failures or errors, a real (not synthetic) report, no more "
-    "skipped + xfailed tests than the task's base state in the same image and no fewer tests collected "
-    "(METRICS decision 9); a missing or unreadable report is a model outcome scored 0 (decision 10).",
+    "skipped + xfailed tests than the task's base state in the same image, no test skipped or xfailed that was "
+    "not skipped or xfailed there, and no fewer tests collected (METRICS decisions 9 and 12); a missing or "
+    "unreadable report is a model outcome scored 0 (decision 10).",
     "Edits outside the task's writable paths are flagged, not penalized: the tests are restored anyway.",
     "ADPR = share of the task's dependency points whose integrated probes all pass in the final state; macro over "
     "tasks, micro pooled over dependency points.",
     "Infrastructure errors (daemon, image, overlay, harness) are reported apart and never scored.",
+    "Review flags point at lines the patches add that touch the test runner's machinery (imports of _pytest or "
+    "pluggy, writes to sys.modules or builtins, exit hooks, os._exit, ctypes, exec, trace hooks, skips raised "
+    "from code under test, .gitattributes/.gitmodules): read them; they are shown, never scored.",
 ]
 NA = "n/a"
+ROW_REVIEW_FLAGS = 20  # review flags a report row lists; result.json keeps up to 100, and the full count
 METRIC_KEYS = {  # report field -> result field (per-prediction value averaged per task, then over tasks)
     "fsr": "final_success", "mean_pass_rate": "pass_rate", "mean_adpr": "adpr",
     "mean_drs_penalized": "drs_penalized_mean", "mean_dre": "dre_mean", "mean_cail_penalized": "cail_penalized_mean",
@@ -93,6 +98,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "image_provenance": (result.get("image") or {}).get("provenance", "official"),
         "integrity_violation": (result.get("integrity") or {}).get("violation"),
         "report_problem": (result.get("integrity") or {}).get("report_problem"),
+        **_skip_and_review_fields(result.get("integrity") or {}),
         "adpr": result["adpr"], "adpr_numerator": result["adpr_numerator"],
         "adpr_denominator": result["adpr_denominator"],
         **{k: metrics.get(k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean", "cail_penalized_mean",
@@ -102,6 +108,17 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "scope_violations": integration["scope_violations"] if integration else 0,
         "sad_proxy_candidates": result["sad_proxy"]["candidate_count"],
         "dependency_trace": result["dependency_trace"],
+    }
+
+
+def _skip_and_review_fields(integrity: dict[str, Any]) -> dict[str, Any]:
+    """A row's view of decision 12 and of the review flags; None where the result predates them."""
+    newly = integrity.get("newly_skipped") or {}
+    review = integrity.get("review")
+    return {
+        "newly_skipped_count": newly.get("count") if newly.get("checked") else None,
+        "review_flag_count": review.get("count") if isinstance(review, dict) else None,
+        "review_flags": list(review.get("flags") or [])[:ROW_REVIEW_FLAGS] if isinstance(review, dict) else [],
     }
 
 
@@ -127,6 +144,7 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row.update(_integration_rates(evaluated))
         row["integrity_violations"] = sum(bool(r["integrity_violation"]) for r in evaluated)
         row["out_of_scope_edits"] = sum(bool(r["out_of_scope_paths"]) for r in evaluated)  # flagged, not penalized
+        row["review_flagged"] = sum(bool(r["review_flag_count"]) for r in evaluated)  # shown, never scored
         rows.append(row)
     return rows
 
@@ -170,13 +188,54 @@ def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True, missing:
 
 
 def _flags(row: dict[str, Any]) -> str:
-    """What the integrity rules and the scope check found for one prediction (scope edits are not penalized)."""
+    """What the integrity rules, the scope check and the review scan found for one prediction (scope edits are not
+    penalized; review flags are never scored)."""
     flags = [row["integrity_violation"]] if row.get("integrity_violation") else []
+    if row.get("newly_skipped_count"):
+        flags.append(f"{row['newly_skipped_count']} test(s) skipped or xfailed that were not at base")
     if row.get("report_problem") not in (None, "missing"):
         flags.append(f"report {row['report_problem']}")
     if row.get("out_of_scope_paths"):
         flags.append(f"{len(row['out_of_scope_paths'])} path(s) outside the writable paths")
+    if row.get("review_flag_count"):
+        flags.append(f"{row['review_flag_count']} review flag(s)")
     return ", ".join(flags)
+
+
+def review_sections(predictions: list[dict[str, Any]]) -> list[str]:
+    """The review flags of every prediction that has any, listed for a reader to check (they never score)."""
+    flagged = [p for p in predictions if p.get("review_flag_count")]
+    if not flagged:
+        return []
+    lines = ["", "## Review flags (shown, never scored)", "",
+             "Added lines that touch the test runner's machinery, by file and line in the new file; read the patch "
+             "there (the prediction's result.json lists up to 100).", ""]
+    for p in flagged:
+        lines += [f"**line {p['line']}: {p['model_name_or_path']} / {p['protocol']} / {p['task_id']}** "
+                  f"({p['review_flag_count']} flag(s))", ""]
+        for flag in p["review_flags"]:
+            where = f"{flag['file']}:{flag['line']}" if flag.get("line") is not None else flag["file"]
+            text = f" {code_span(flag['text'])}" if flag.get("text") else ""
+            lines.append(f"- {code_span(where)} {flag['marker']}{text} ({flag.get('patch', 'patch')})")
+        if p["review_flag_count"] > len(p["review_flags"]):
+            lines.append(f"- ... and {p['review_flag_count'] - len(p['review_flags'])} more")
+        lines.append("")
+    return lines
+
+
+def code_span(text: str) -> str:
+    """Markdown inline code that shows `text` as written: fenced with more backticks than any run inside it, so
+    patch text can neither end the span nor be read as markup or HTML."""
+    text = " ".join(str(text).splitlines())
+    run = longest = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    if not text.strip():
+        return f"`{text or ' '}`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _rebuilt_images(run: dict[str, Any]) -> list[str]:
@@ -251,6 +310,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | {adpr} | {guards} | "
             f"{_flags(p)} |"
         )
+    lines += review_sections(report["predictions"])
     lines += trace_tables(report["predictions"], plot)
     if report["line_problems"]:
         lines += ["", "## Skipped lines", ""] + [

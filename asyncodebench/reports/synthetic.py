@@ -112,6 +112,14 @@ def synthetic_report(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
                      run_id: str = "synthetic") -> dict[str, Any]:
     """A schema-valid report of `tasks` x `protocols` x `models` predictions; the last `infrastructure_errors`
     predictions are infrastructure errors (so the page shows them apart)."""
+    return build_report(*synthetic_inputs(tasks, models, protocols, points, seed, infrastructure_errors, run_id))
+
+
+def synthetic_inputs(tasks: int = 19, models: tuple[str, ...] = MODELS, protocols: tuple[str, ...] = PROTOCOLS,
+                     points: int = 52, seed: int = 0, infrastructure_errors: int = 2,
+                     run_id: str = "synthetic") -> tuple[dict[str, Any], PredictionFile, list[dict[str, Any]]]:
+    """What `synthetic_report` builds its report from (run metadata, predictions file, result records), for tests
+    that change the results before the report is built."""
     rng = random.Random(seed)
     layout = task_layout(tasks, points)
     results = []
@@ -141,4 +149,4 @@ def synthetic_report(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
                               for t in layout for p in t["dependencies"]},
         "started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:00:00+00:00",
     }
-    return build_report(metadata, file, results)
+    return metadata, file, results

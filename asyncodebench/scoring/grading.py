@@ -2,8 +2,9 @@
 
 Everything here is a pure function over parsed pytest-json-report data, the exit code and the captured output, so a
 saved run can be re-graded without containers. The rules are those of METRICS.md sections 0.1, 1.4, 2 and 3, with
-the project decisions 1 (pass rate against the expected total, never dropped), 2 (final success) and 8 (probe
-semantics) applied where the upstream scripts disagree.
+the project decisions 1 (pass rate against the expected total, never dropped), 2 (final success), 8 (probe
+semantics), 9 (the base state is the floor) and 12 (skips and xfails compared by test, not only by count) applied
+where the upstream scripts disagree.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ _OUTCOME_KEYS = ("passed", "failed", "error", "errors", "skipped", "xfailed", "x
 SELECTOR_STATUSES = ("passed", "failed", "not_collected", "timed_out")
 """Every status a probe selector can have (METRICS 0.1 step 2)."""
 
+SKIP_LIKE_TEST_OUTCOMES = frozenset({"skipped", "xfailed"})
+"""Test outcomes that never block the exit code yet are no pass: what decision 12 compares test by test."""
+
+NEWLY_SKIPPED_CAP = 50
+"""How many newly skipped or xfailed node ids a result record lists (the count is always complete)."""
+
 
 @dataclass(frozen=True)
 class NormalizedReport:
@@ -59,6 +66,9 @@ class NormalizedReport:
     report_was_missing: bool  # no report was given at all
     report_was_invalid: bool  # a report was given but its summary was not usable
     xfailed: int = 0  # expected failures: like skips, they never block the exit code (decision 9)
+    # Node ids of tests whose outcome is skipped or xfailed, plus collectors (modules) skipped whole; None when the
+    # report has no `tests` list (or is synthetic), so the identity rule of decision 12 cannot be applied.
+    skipped_or_xfailed_ids: frozenset[str] | None = None
 
     @property
     def skipped_or_xfailed(self) -> int:
@@ -73,6 +83,9 @@ class Baseline:
     skipped_or_xfailed: int
     total: int
     source: str  # "base_run" (measured in this run) or "recorded_initial_counts" (the base run had no report)
+    # Node ids skipped or xfailed at base (decision 12); None for records made before it, or without a `tests`
+    # list: then only the count rule applies.
+    skipped_or_xfailed_ids: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,28 @@ def _failed_collectors(report: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def skipped_or_xfailed_ids(report: Mapping[str, Any]) -> frozenset[str] | None:
+    """The node ids a report shows as skipped or xfailed: tests with either outcome, and collectors skipped whole
+    (a module-level skip or `importorskip` leaves no test behind, only its skipped collector).
+
+    None when the report has no `tests` list: pytest-json-report always writes one (empty or not) unless asked for
+    a summary only, so its absence means the ids are unknown, not that nothing was skipped. Entries that are not
+    objects with a string node id are ignored: the report comes from code under test's process.
+    """
+    tests = report.get("tests")
+    if not isinstance(tests, list):
+        return None
+    found = {entry["nodeid"] for entry in tests
+             if isinstance(entry, Mapping) and isinstance(entry.get("nodeid"), str)
+             and entry.get("outcome") in SKIP_LIKE_TEST_OUTCOMES}
+    collectors = report.get("collectors")
+    if isinstance(collectors, list):
+        found |= {entry["nodeid"] for entry in collectors
+                  if isinstance(entry, Mapping) and isinstance(entry.get("nodeid"), str)
+                  and entry.get("outcome") == "skipped"}
+    return frozenset(found)
+
+
 def _invalid_run_kind(exit_code: int | None, output_text: str) -> str:
     """Pick the failure kind of a run without a usable summary: the first rule of METRICS 1.4 that applies."""
     if exit_code == TIMEOUT_EXIT_CODE:
@@ -224,18 +259,59 @@ def normalize_report(report: dict[str, Any] | None, exit_code: int | None, outpu
         report_was_missing=False,
         report_was_invalid=False,
         xfailed=xfailed,
+        skipped_or_xfailed_ids=skipped_or_xfailed_ids(report),
     )
 
 
-def integrity_failure(normalized: NormalizedReport, baseline: Baseline | None) -> str | None:
-    """The integrity rule a real report breaks against the base state, or None (decision 9)."""
+def newly_skipped(normalized: NormalizedReport, baseline: Baseline | None) -> tuple[str, ...] | None:
+    """Node ids skipped or xfailed in this run that were not skipped or xfailed at base (decision 12), sorted; None
+    when either side's ids are unknown (an old base record, a report without `tests`, a synthetic summary).
+
+    "Not skipped or xfailed at base" means "not in the base's skipped-or-xfailed set", so a node id the base run
+    did not have at all counts too. Test targets are restored from the base, so their ids only change when code
+    under test changes them (parameters built from the code, a module it makes unimportable). Counting such new
+    ids closes the rename-then-skip route; it costs an honest patch nothing the count rule would not already
+    cost it, because a newly skipped test raises the count unless others were un-skipped to make room, which is
+    exactly the swap this rule exists to stop. Un-skipping alone never breaks it.
+    """
     if baseline is None or normalized.synthetic_summary:
         return None
-    if normalized.skipped_or_xfailed > baseline.skipped_or_xfailed:
+    if baseline.skipped_or_xfailed_ids is None or normalized.skipped_or_xfailed_ids is None:
+        return None
+    return tuple(sorted(normalized.skipped_or_xfailed_ids - baseline.skipped_or_xfailed_ids))
+
+
+def skip_rules_broken(normalized: NormalizedReport, baseline: Baseline | None) -> tuple[str, ...]:
+    """Which skip rules a real report breaks against the base state: "count" (decision 9: more skipped + xfailed
+    tests than at base) and "identity" (decision 12: a test skipped or xfailed that was not at base)."""
+    if baseline is None or normalized.synthetic_summary:
+        return ()
+    broken = ("count",) if normalized.skipped_or_xfailed > baseline.skipped_or_xfailed else ()
+    return broken + (("identity",) if newly_skipped(normalized, baseline) else ())
+
+
+def integrity_failure(normalized: NormalizedReport, baseline: Baseline | None) -> str | None:
+    """The integrity rule a real report breaks against the base state, or None (decisions 9 and 12).
+
+    Both skip rules give the one outcome kind `integrity_skip_inflation`: the count rule alone is gamed by a patch
+    that un-skips the base's skipped tests and skips as many failing ones, which the identity rule catches.
+    """
+    if baseline is None or normalized.synthetic_summary:
+        return None
+    if skip_rules_broken(normalized, baseline):
         return "integrity_skip_inflation"
     if normalized.total < baseline.total:
         return "integrity_collection_shrunk"
     return None
+
+
+def skip_integrity_record(normalized: NormalizedReport, baseline: Baseline | None) -> dict[str, Any]:
+    """The result record's account of the skip rules: which broke, and which node ids broke the identity rule
+    (the first NEWLY_SKIPPED_CAP of them, sorted; `count` is complete, `checked` False when ids were unknown)."""
+    ids = newly_skipped(normalized, baseline)
+    return {"skip_rules_broken": list(skip_rules_broken(normalized, baseline)),
+            "newly_skipped": {"checked": ids is not None, "count": len(ids or ()),
+                              "node_ids": list((ids or ())[:NEWLY_SKIPPED_CAP])}}
 
 
 def _substitution_reason(normalized: NormalizedReport, exit_code: int | None,
@@ -322,7 +398,9 @@ def selector_status(
 
     The report may come from a pytest run of this selector alone or of many selectors at once: only the nodes that
     match the selector are looked at, so both give the same status when the tests are independent. A selector
-    passes only when every matched node passed; skipped, xfailed, xpassed and errored nodes make it fail.
+    passes only when every matched node passed; skipped, xfailed, xpassed and errored nodes make it fail. So a
+    skip that replaces a failure never turns a probe into a pass, whatever the base state skipped: probes need no
+    base comparison of their own.
 
     Args:
         selector: the probe selector, a pytest node id.

@@ -9,15 +9,20 @@ from typing import Any
 from asyncodebench.scoring.checkpoints import CheckpointContext, build_checkpoint_record, record_to_checkpoint
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.integration import Integration
-from asyncodebench.scoring.grading import Baseline, grade, integrity_failure, normalize_report
+from asyncodebench.scoring.grading import (Baseline, grade, integrity_failure, normalize_report,
+                                          skip_integrity_record)
 from asyncodebench.harness.patches import outside_scope
 from asyncodebench.scoring.metrics import run_metrics, sad_proxy_candidates
 from asyncodebench.run.predictions import Prediction
+from asyncodebench.scoring.review import review_prediction
 from asyncodebench.harness.probes import ProbeRun, selector_results
 from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.scoring.tampering import audit_flags, examine_evidence
 
 RESULT_SCHEMA_VERSION = "1.0"
-PATCH_FAILURE_KINDS = {"failed": "patch_did_not_apply", "unsafe_paths": "patch_unsafe_paths"}
+TAMPERING_LISTED = 50  # contradictions kept in a result (each names its process)
+PATCH_FAILURE_KINDS = {"failed": "patch_did_not_apply", "unsafe_paths": "patch_unsafe_paths",
+                       "unusable": "patch_unusable"}
 
 
 def checkpoint_record(spec: TaskSpec, probes: ProbeRun | None, step: int, kind: tuple[str, str, str | None],
@@ -71,9 +76,12 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
           recorded_at: str | None = None) -> dict[str, Any]:
     """The result record of one evaluated prediction (its checkpoints ride along under `checkpoints`).
 
-    `baseline` is the base state's run in the same image (METRICS decision 9), None when not measured.
+    `baseline` is the base state's run in the same image (METRICS decisions 9 and 12), None when not measured.
+    `integrity.review` holds the review flags of every patch the prediction carries: shown, never scored.
     """
     recorded_at = recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    evidence, tampering = examine_evidence(evidence)
+    audit = audit_flags(evidence)
     prep = evidence.preparation
     normalized = normalize_report(evidence.report, evidence.exit_code, evidence.output)
     patch_failure = PATCH_FAILURE_KINDS.get(prep.patch_status)
@@ -82,7 +90,10 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
     metrics = run_metrics([record_to_checkpoint(r, spec.dependencies) for r in records], spec.dependencies)
     integrity = integrity_failure(normalized, baseline)
     blocked_by_integrity = integrity is not None and graded.outcome == f"model_failure:{integrity}"
-    failure_kind = patch_failure or (integrity if blocked_by_integrity else normalized.failure_kind)
+    # Both score 0 against the expected total, whatever the report says: a patch that never reached the code, and
+    # a pytest process whose own evidence contradicts itself (decision 11).
+    zeroed = patch_failure or ("integrity_tampering" if tampering else None)
+    failure_kind = zeroed or (integrity if blocked_by_integrity else normalized.failure_kind)
     final_diff = evidence.integration.final_state if evidence.integration else prediction.model_patch
     return {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -95,11 +106,12 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
                        "untracked_paths_removed": list(prep.untracked_paths_removed),
                        "hazards_removed": list(prep.hazards_removed), "image_plugins": list(prep.image_plugins),
                        "out_of_scope_paths": list(outside_scope(prep.changed_paths, spec.single_agent_paths))},
-        "integrity": {"violation": integrity, "skipped_or_xfailed": normalized.skipped_or_xfailed,
+        "integrity": {"violation": "integrity_tampering" if tampering else integrity,
+                      "tampering": tampering[:TAMPERING_LISTED], "audit": audit,
+                      "skipped_or_xfailed": normalized.skipped_or_xfailed,
                       "total": normalized.total, "report_problem": evidence.report_problem,
-                      "baseline": None if baseline is None else {
-                          "skipped_or_xfailed": baseline.skipped_or_xfailed, "total": baseline.total,
-                          "source": baseline.source}},
+                      **skip_integrity_record(normalized, baseline), "review": review_prediction(prediction),
+                      "baseline": _baseline_record(baseline)},
         "evaluator": {
             "command": list(evidence.command), "exit_code": evidence.exit_code, "timed_out": evidence.timed_out,
             "killed_by_watchdog": evidence.killed_by_watchdog, "seconds": evidence.evaluator_seconds,
@@ -107,12 +119,13 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
             "summary": {k: getattr(normalized, k)
                         for k in ("passed", "failed", "errors", "skipped", "xfailed", "total", "collected")},
         },
-        "final_success": graded.final_success and patch_failure is None,
-        "pass_rate": 0.0 if patch_failure else graded.pass_rate,
-        "tests_passed": 0 if patch_failure else graded.passed,
-        "tests_denominator": spec.expected_total if patch_failure else graded.denominator,
-        "denominator_source": "expected_total_due_patch_failure" if patch_failure else graded.total_source,
-        "outcome": f"model_failure:{failure_kind}" if patch_failure else graded.outcome,
+        "final_success": graded.final_success and zeroed is None,
+        "pass_rate": 0.0 if zeroed else graded.pass_rate,
+        "tests_passed": 0 if zeroed else graded.passed,
+        "tests_denominator": spec.expected_total if zeroed else graded.denominator,
+        "denominator_source": (f"expected_total_due_{'patch_failure' if patch_failure else 'tampering'}" if zeroed
+                               else graded.total_source),
+        "outcome": f"model_failure:{failure_kind}" if zeroed else graded.outcome,
         "probes": {"mode": records[-1]["probe_execution_mode"], "statuses": {
             s: r["status"] for s, r in records[-1]["probe_test_results"].items()}},
         "dependencies": [
@@ -127,6 +140,16 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
         "sad_proxy": _sad_proxy(spec, final_diff),
         "checkpoints": records,
     }
+
+
+def _baseline_record(baseline: Baseline | None) -> dict[str, Any] | None:
+    """The floor the prediction was held to; `skipped_or_xfailed_ids` is how many node ids the base skipped or
+    xfailed, None when the base record predates decision 12 (then only the count rule applied)."""
+    if baseline is None:
+        return None
+    ids = baseline.skipped_or_xfailed_ids
+    return {"skipped_or_xfailed": baseline.skipped_or_xfailed, "total": baseline.total, "source": baseline.source,
+            "skipped_or_xfailed_ids": None if ids is None else len(ids)}
 
 
 def _integration_record(integration: Integration | None) -> dict[str, Any] | None:
