@@ -1,11 +1,11 @@
 """Evaluated code cannot change its own grade (the grading-integrity attack suite).
 
-40 hostile predictions (tests/hostile_payloads.py: 7 attack classes, on final patches, checkpoint states and agent
-patches) run in ONE evaluate.py run with two workers, beside the empty patch (what the base state honestly scores)
-and the gold patch. Each hostile one must: get no final success, score no more pass rate and ADPR than the base
-state, resolve no dependency the base state does not, and stay a scored model outcome. The run must leave no
-container or volume, write nothing on the host outside its run folder, and keep the harness's memory bounded while
-the evaluated code writes gigabytes at it.
+73 hostile predictions (tests/hostile_payloads.py and the modules it takes more from: 9 attack classes, on final
+patches, checkpoint states and agent patches) run in ONE evaluate.py run with two workers, beside the empty patch
+(what the base state honestly scores) and the gold patch. Each hostile one must: get no final success, score no
+more pass rate and ADPR than the base state, resolve no dependency the base state does not, and stay a scored model
+outcome, never an infrastructure error. The run must leave no container or volume, write nothing on the host
+outside its run folder, and keep the harness's memory bounded while the evaluated code writes gigabytes at it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hostile_tamper_payloads import IN_PROCESS, SWARMS
 pytestmark = pytest.mark.docker
 
 RUN_ID = "hostile-grading"
-PAYLOAD_COUNT = 40
+PAYLOAD_COUNT = 73
 MIB = 1 << 20
 HARNESS_PEAK_LIMIT = 600 * MIB  # the evaluated code writes 2 GiB of output and a 300 MiB report at it
 GOLD = Path(__file__).resolve().parent.parent / "data" / "demo" / "patches" / "gold.patch"
@@ -61,7 +61,6 @@ def hostile_run(demo_dataset: DemoDataset, attack_suite: list[Payload],
     preds = out / "preds.jsonl"
     preds.write_bytes(jsonl([prediction("honest-base", ""), prediction("honest-gold", GOLD.read_text()),
                              *(p.line for p in attack_suite)]))
-    free_before = shutil.disk_usage("/var/lib/docker" if Path("/var/lib/docker").exists() else "/").free
     argv = evaluate_command(preds, demo_dataset.path, RUN_ID, out, "--timeout", "60", "--probe-timeout", "10",
                             "--max-workers", "2", "--memory", "1g", "--pids", "256")
     with open(out / "stdout", "wb") as stdout, open(out / "stderr", "wb") as stderr:
@@ -76,9 +75,7 @@ def hostile_run(demo_dataset: DemoDataset, attack_suite: list[Payload],
     label = run.report["run"]["container_label"] if run.report else RUN_ID
     run.extra.update(peak_rss=usage.ru_maxrss * 1024, containers_left=run_containers(RUN_ID), label=label,
                      volumes_left=_run_volumes(label),
-                     marker_exists=Path(HOST_MARKER).exists(),
-                     free_drop=free_before - shutil.disk_usage(
-                         "/var/lib/docker" if Path("/var/lib/docker").exists() else "/").free)
+                     marker_exists=Path(HOST_MARKER).exists())
     return run
 
 
@@ -210,7 +207,11 @@ def test_the_run_leaves_nothing_and_the_harness_stays_small(hostile_run: EvalRun
     assert hostile_run.extra["label"].startswith(f"{RUN_ID}-")  # the label the volumes were looked up by
     assert hostile_run.extra["containers_left"] == [] and hostile_run.extra["volumes_left"] == []
     assert hostile_run.extra["peak_rss"] < HARNESS_PEAK_LIMIT, hostile_run.extra["peak_rss"]
-    assert hostile_run.extra["free_drop"] < 1 << 30  # the work-tree flood stayed in its bounded tmpfs
+    # The work-tree flood (8 GiB) stayed inside its container: the tmpfs it writes is charged to the container's
+    # memory, so the kernel stops it there (no disk of the host is ever written: the root is read-only).
+    fill = hostile_run.result("fill-work-tree")
+    fill_output = (hostile_run.folder("fill-work-tree") / "evaluator_output.txt").read_text(errors="replace")
+    assert fill["evaluator"]["exit_code"] == 137 or "FILL stopped" in fill_output
     flood = hostile_run.folder("stdout-flood-2-gib") / "evaluator_output.txt"
     assert flood.stat().st_size <= 1_000_000
 

@@ -30,3 +30,9 @@ def test_escaping_names_are_decoded_and_refused(header: str, path: str) -> None:
 def test_ordinary_names_are_read_whole_and_allowed(header: str, path: str) -> None:
     paths = touched_paths(header)
     assert paths.paths == (path,) and paths.unsafe == ()
+
+
+def test_a_quoted_name_with_a_lone_surrogate_is_read_not_a_crash() -> None:
+    """A JSON escape such as \\ud800 in a quoted header (no byte makes it): the patch is judged as data."""
+    found = touched_paths('diff --git "a/\ud800" b/x\n--- "a/\ud800"\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n')
+    assert found.paths[1] == "x" and len(found.paths) == 2 and found.unsafe == ()

@@ -101,9 +101,18 @@ def _c_unquote(text: str) -> tuple[str, int]:
                 out.append(_ESCAPES[text[i + 1]])
                 i += 2
                 continue
-        out += text[i].encode("utf-8", "surrogateescape")
+        out += _raw(text[i])
         i += 1
     return out.decode("utf-8", "surrogateescape"), i + 1
+
+
+def _raw(char: str) -> bytes:
+    """The bytes of one character of a patch; a lone surrogate that no byte produced (a JSON escape such as
+    \\ud800) is kept as its UTF-8-like bytes rather than failing on hostile input."""
+    try:
+        return char.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return char.encode("utf-8", "surrogatepass")
 
 
 def _strip_prefix(name: str) -> str:

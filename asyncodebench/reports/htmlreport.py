@@ -66,6 +66,8 @@ def flags(row: dict[str, Any]) -> list[tuple[str, bool, str]]:
         found.append((f"{row['scope_violations']} agent scope violation(s)", True, ""))
     if row.get("image_provenance") not in (None, "official"):
         found.append((f"image {row['image_provenance']}", False, ""))
+    if row.get("audit_flags"):
+        found.append((f"{len(row['audit_flags'])} audit flag(s)", False, "; ".join(row["audit_flags"])))
     return found + review_flags(row)
 
 

@@ -112,10 +112,12 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _skip_and_review_fields(integrity: dict[str, Any]) -> dict[str, Any]:
-    """A row's view of decision 12 and of the review flags; None where the result predates them."""
+    """A row's view of decision 12, of the review flags and of the runtime audit's flags; None (or none) where the
+    result predates them."""
     newly = integrity.get("newly_skipped") or {}
     review = integrity.get("review")
     return {
+        "audit_flags": sorted({a["event"] for a in integrity.get("audit") or []})[:ROW_REVIEW_FLAGS],
         "newly_skipped_count": newly.get("count") if newly.get("checked") else None,
         "review_flag_count": review.get("count") if isinstance(review, dict) else None,
         "review_flags": list(review.get("flags") or [])[:ROW_REVIEW_FLAGS] if isinstance(review, dict) else [],
@@ -199,6 +201,8 @@ def _flags(row: dict[str, Any]) -> str:
         flags.append(f"{len(row['out_of_scope_paths'])} path(s) outside the writable paths")
     if row.get("review_flag_count"):
         flags.append(f"{row['review_flag_count']} review flag(s)")
+    if row.get("audit_flags"):
+        flags.append(f"audit: {'; '.join(row['audit_flags'][:3])}" + (" ..." if len(row["audit_flags"]) > 3 else ""))
     return ", ".join(flags)
 
 

@@ -21,6 +21,7 @@ from asyncodebench.scoring.tampering import audit_flags, examine_evidence
 
 RESULT_SCHEMA_VERSION = "1.0"
 TAMPERING_LISTED = 50  # contradictions kept in a result (each names its process)
+PATHS_LISTED = 200  # paths kept per list in a result
 PATCH_FAILURE_KINDS = {"failed": "patch_did_not_apply", "unsafe_paths": "patch_unsafe_paths",
                        "unusable": "patch_unusable"}
 
@@ -101,11 +102,13 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
         **_identity(prediction),
         "image": {"pinned_ref": spec.pinned_ref, "provenance": spec.image_provenance},
         "patch": {"status": prep.patch_status, "empty": prep.patch_status == "empty",
-                  "unsafe_paths": list(prep.unsafe_paths), "changed_paths": list(prep.changed_paths)},
-        "protection": {"canonical_ref": prep.canonical_ref, "restored_paths": list(prep.restored_paths),
-                       "untracked_paths_removed": list(prep.untracked_paths_removed),
-                       "hazards_removed": list(prep.hazards_removed), "image_plugins": list(prep.image_plugins),
-                       "out_of_scope_paths": list(outside_scope(prep.changed_paths, spec.single_agent_paths))},
+                  "unusable_reason": prep.unusable_reason, "unsafe_paths": _listed(prep.unsafe_paths),
+                  "changed_paths": _listed(prep.changed_paths), "changed_count": len(prep.changed_paths)},
+        "protection": {"canonical_ref": prep.canonical_ref, "restored_paths": _listed(prep.restored_paths),
+                       "untracked_paths_removed": _listed(prep.untracked_paths_removed),
+                       "hazards_removed": _listed(prep.hazards_removed),
+                       "hazards_removed_count": len(prep.hazards_removed), "image_plugins": list(prep.image_plugins),
+                       "out_of_scope_paths": _listed(outside_scope(prep.changed_paths, spec.single_agent_paths))},
         "integrity": {"violation": "integrity_tampering" if tampering else integrity,
                       "tampering": tampering[:TAMPERING_LISTED], "audit": audit,
                       "skipped_or_xfailed": normalized.skipped_or_xfailed,
@@ -150,6 +153,12 @@ def _baseline_record(baseline: Baseline | None) -> dict[str, Any] | None:
     ids = baseline.skipped_or_xfailed_ids
     return {"skipped_or_xfailed": baseline.skipped_or_xfailed, "total": baseline.total, "source": baseline.source,
             "skipped_or_xfailed_ids": None if ids is None else len(ids)}
+
+
+def _listed(paths: tuple[str, ...] | list[str]) -> list[str]:
+    """At most PATHS_LISTED paths of a list (a patch of 60,000 files would make every report megabytes long); the
+    full lists stay in the prediction's execution.json."""
+    return list(paths[:PATHS_LISTED])
 
 
 def _integration_record(integration: Integration | None) -> dict[str, Any] | None:
