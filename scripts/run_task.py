@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(without_unmeasured(score(spec, prediction, evidence), settings), indent=2, default=str))
     if args.show_output:
         print(evidence.output[-20_000:], file=sys.stderr)
+        print(f"(pytest's counts above include the harness's 4 sentinel tests, test_{evidence.sentinel}.py: one "
+              "passes, one fails, one errors, one is skipped; they never count in the result)", file=sys.stderr)
     return 0
 
 

@@ -423,8 +423,13 @@ def test_deep_and_large_trees_are_prepared_and_judged(hostile_run: EvalRun) -> N
     deep = hostile_run.result("deep-nesting-1100")
     assert deep["protection"]["hazards_removed"] == [deep_path(1100, "conftest.py")]
     assert deep["patch"]["changed_paths"] == [deep_path(1100, "leaf.txt")]
-    assert len(hostile_run.result("files-60000")["patch"]["changed_paths"]) == MANY_FILES
-    assert len(hostile_run.result("bytecode-30000")["protection"]["hazards_removed"]) == MANY_BYTECODE
+    assert hostile_run.result("files-60000")["patch"]["changed_count"] == MANY_FILES
+    assert hostile_run.result("bytecode-30000")["protection"]["hazards_removed_count"] == MANY_BYTECODE
+    for name, listed in (("files-60000", ("patch", "changed_paths")),
+                         ("bytecode-30000", ("protection", "hazards_removed"))):
+        assert len(hostile_run.result(name)[listed[0]][listed[1]]) == 200, name  # the rest in execution.json
+        execution = json.loads((hostile_run.folder(name) / "execution.json").read_text())
+        assert len(execution["preparation"][listed[1]]) == (MANY_FILES if name == "files-60000" else MANY_BYTECODE)
     for name in ("deep-nesting-1100", "files-60000", "bytecode-30000"):
         result = hostile_run.result(name)
         assert (result["patch"]["status"], result["tests_passed"]) == ("applied", 7), name

@@ -15,10 +15,7 @@ from conftest import (ROOT, DemoDataset, evaluate_command, example_predictions, 
 pytestmark = pytest.mark.docker
 
 
-def _interrupted_run(demo_dataset: DemoDataset, tmp_path: Path, run_id: str, sig: int,
-                     code: int) -> tuple[Path, Path, tuple[str, ...]]:
-    """A run of the gold patch and an infinite loop, stopped by `sig` once the gold patch is done: it exits with
-    `code`, removes its containers and records nothing for the work it stopped."""
+def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoDataset, tmp_path: Path) -> None:
     examples = example_predictions()
     preds = tmp_path / "preds.jsonl"
     preds.write_bytes(jsonl([examples["demo-gold"], examples["hostile-infinite-loop"]]))
@@ -26,29 +23,18 @@ def _interrupted_run(demo_dataset: DemoDataset, tmp_path: Path, run_id: str, sig
     # The resume must use the same settings (a run folder keeps the ones its results were made with): 20 s keeps
     # the infinite loop running well past the gold patch's end, and its probes take longer still.
     flags = ("--timeout", "20", "--probe-timeout", "10")
-    command = evaluate_command(preds, demo_dataset.path, run_id, out, "--max-workers", "2", *flags)
+    command = evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--max-workers", "2", *flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    folders = out / run_id / "predictions"
+    folders = out / "ctrlc" / "predictions"
     gold_done = lambda: any((f / "result.json").exists() for f in folders.glob("demo-gold__*"))  # noqa: E731
-    assert wait_for(lambda: gold_done() and run_containers(run_id), 120), "the run never got going"
-    process.send_signal(sig)
+    assert wait_for(lambda: gold_done() and run_containers("ctrlc"), 120), "the run never got going"
+    process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == code and f"resume with --run-id {run_id}" in stderr
-    assert run_containers(run_id) == []
+    assert process.returncode == 130 and "resume with --run-id ctrlc" in stderr
+    assert run_containers("ctrlc") == []
     (loop,) = folders.glob("hostile-infinite-loop__*")
     assert not (loop / "result.json").exists()  # interrupted work is not recorded as anything
-    return preds, out, flags
-
-
-def test_sigterm_cleans_up_as_ctrl_c_does(demo_dataset: DemoDataset, tmp_path: Path) -> None:
-    _interrupted_run(demo_dataset, tmp_path, "sigterm", signal.SIGTERM, 143)
-
-
-def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoDataset, tmp_path: Path) -> None:
-    preds, out, flags = _interrupted_run(demo_dataset, tmp_path, "ctrlc", signal.SIGINT, 130)
-    folders = out / "ctrlc" / "predictions"
-    (loop,) = folders.glob("hostile-infinite-loop__*")
     (gold,) = folders.glob("demo-gold__*")
     before = (gold / "result.json").stat().st_mtime_ns
 
@@ -58,3 +44,19 @@ def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoD
     assert "1 predictions were already finished" in done.stdout
     assert (gold / "result.json").stat().st_mtime_ns == before
     assert json.loads((loop / "result.json").read_text())["outcome"] == "model_failure:timeout"
+
+
+def test_sigterm_cleans_up_as_ctrl_c_does(demo_dataset: DemoDataset, tmp_path: Path) -> None:
+    """SIGTERM (what a job scheduler or `timeout` sends) while a prediction runs: exit 143, the run's containers
+    removed, nothing recorded for the stopped work."""
+    preds = tmp_path / "preds.jsonl"
+    preds.write_bytes(jsonl([example_predictions()["hostile-infinite-loop"]]))
+    command = evaluate_command(preds, demo_dataset.path, "sigterm", tmp_path / "runs", "--timeout", "60")
+    process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    assert wait_for(lambda: run_containers("sigterm"), 120), "the run never got going"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143 and "resume with --run-id sigterm" in stderr
+    assert run_containers("sigterm") == []
+    assert not list((tmp_path / "runs" / "sigterm" / "predictions").glob("*/result.json"))

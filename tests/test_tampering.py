@@ -157,3 +157,21 @@ def test_probe_processes_that_contradict_themselves_pass_no_selector() -> None:
     assert [t["outcome"] for t in run.calls[0].tests] == ["passed", "passed", "failed"]
     assert {t["outcome"] for t in run.calls[1].tests} == {"tampered"}
     assert found and all(f["process"].startswith("final state probes") for f in found)
+
+
+def test_a_failing_teardown_after_a_call_is_counted_as_pytest_counts_it() -> None:
+    """pytest's line counts the call's outcome and the teardown's error; the report lists the test once, as an
+    error (an honest fixture whose clean-up fails, as flask's reference state has 13 of)."""
+    report = _report({"tests/test_a.py::test_one": "passed"})
+    for nodeid, call in (("tests/test_a.py::test_td_passed", "passed"), ("tests/test_a.py::test_td_failed", "failed")):
+        report["tests"].append({"nodeid": nodeid, "outcome": "error", "setup": {"outcome": "passed"},
+                                "call": {"outcome": call}, "teardown": {"outcome": "failed"}})
+    report["summary"]["error"] += 2
+    report["summary"]["total"] += 2
+    line = "2 failed, 3 passed, 1 skipped, 3 errors in 0.1s"
+    assert examine(report, 1, line, TOKEN).tampering == ()
+    reduced = [{"nodeid": t["nodeid"], "outcome": t["outcome"],
+                **({"stages": {s: t[s]["outcome"] for s in ("setup", "call", "teardown")}} if "teardown" in t else {})}
+               for t in report["tests"]]
+    call = ProbeCall(("tests/test_a.py",), 1, False, tuple(reduced), True, line, report["summary"], 0, TOKEN)
+    assert examine_probes(ProbeRun("batch", (call,), 10), "final state")[1] == []

@@ -97,7 +97,11 @@ def _node(test: Mapping[str, Any]) -> dict[str, Any]:
         # pytest-json-report calls a test "passed" when a KeyboardInterrupt ended it before its call phase was
         # reported; a test whose body never finished has not passed.
         outcome = "interrupted"
-    return {"nodeid": str(test.get("nodeid")), "outcome": outcome, "duration": round(duration, 4)}
+    node = {"nodeid": str(test.get("nodeid")), "outcome": outcome, "duration": round(duration, 4)}
+    stages = {s: str(test[s].get("outcome")) for s in ("setup", "call", "teardown") if isinstance(test.get(s), Mapping)}
+    if stages.get("teardown") == "failed":  # pytest's terminal line counts such a test twice (scoring/tampering.py)
+        node["stages"] = stages
+    return node
 
 
 def _slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:

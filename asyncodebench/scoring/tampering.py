@@ -106,6 +106,10 @@ def _terminal_problems(summary: Mapping[str, Any], tests: Sequence[Mapping[str, 
     reported = {key: _count(summary, key) for key in COUNTED}
     reported["error"] += failed_collectors  # pytest's line counts collection errors with the test errors
     reported["passed"] -= sum(map(_interrupted, tests))  # the report counts them as passed; pytest's line does not
+    for test in tests:
+        counted = _counted_before_a_failed_teardown(test)
+        if counted:
+            reported[counted] += 1
     if terminal != reported:
         return [f"pytest's terminal summary {_said(terminal)} disagrees with the report {_said(reported)}"]
     return []
@@ -148,6 +152,20 @@ def _without_sentinels(report: Mapping[str, Any], summary: Mapping[str, Any], te
 
 def _is_sentinel(test: Mapping[str, Any], token: str, outcome: str) -> bool:
     return str(test.get("nodeid", "")).endswith("::" + sentinel_name(token, outcome))
+
+
+def _counted_before_a_failed_teardown(test: Mapping[str, Any]) -> str | None:
+    """What pytest's terminal line counted for a test before its teardown failed: the line counts the teardown's
+    error on top of the call's outcome (or of the setup's error), while the report lists the test once, as an
+    error. Probe calls keep the stages of such tests under `stages`."""
+    stages = test.get("stages")
+    if not isinstance(stages, Mapping):
+        stages = {s: test[s].get("outcome") for s in ("setup", "call", "teardown") if isinstance(test.get(s), Mapping)}
+    if stages.get("teardown") != "failed":
+        return None
+    if stages.get("setup") == "failed":
+        return "error"
+    return stages.get("call") if stages.get("call") in ("passed", "failed") else None
 
 
 def _interrupted(test: Mapping[str, Any]) -> bool:
