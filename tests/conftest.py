@@ -315,6 +315,17 @@ def demo_dataset(services: None, tmp_path_factory: pytest.TempPathFactory) -> De
 
 
 @pytest.fixture(scope="session")
+def demo_spec(demo_dataset: DemoDataset) -> Any:
+    """The demo task's spec as the harness reads it from the published rows."""
+    from asyncodebench.dataset.rows import load_published
+    from asyncodebench.harness.spec import TaskSpec
+
+    rows = load_published(str(demo_dataset.path)).rows
+    (task,) = [t for t in rows.tasks if t["task_id"] == DEMO_TASK_ID]
+    return TaskSpec.from_rows(task, rows.dependencies)
+
+
+@pytest.fixture(scope="session")
 def offline_demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo rows as committed (digest of data/demo/task.yaml): enough for everything that starts no container."""
     return write_task_dataset(tmp_path_factory.mktemp("offline-demo"), [DEMO_DIR / "task.yaml"])

@@ -20,7 +20,6 @@ from typing import Any, Iterator
 
 import pytest
 
-from asyncodebench.dataset.rows import load_published
 from asyncodebench.harness.evaluation import Settings, Workbench, evidence_from
 from asyncodebench.harness.sandbox import IO_DIR, OVERSIZED, ExecResult, Limits, SandboxUnavailableError, \
     docker_client, remove_run_containers
@@ -32,7 +31,7 @@ from asyncodebench.images.demo import DEMO_REPO
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.store import _preparation as stored_preparation
 from asyncodebench.scoring.results import score
-from conftest import DEMO_TASK_ID, DemoDataset
+
 from hostile_payloads import PatchMaker
 from hostile_tree_payloads import (
     ATTRIBUTES, ODD_SYMLINKS, TEST_API, TEST_CORE, added, attributes_patch, cheating_tests, deep_path,
@@ -46,10 +45,8 @@ TESTS = (TEST_CORE, TEST_API)
 
 
 @pytest.fixture(scope="module")
-def spec(demo_dataset: DemoDataset) -> TaskSpec:
-    rows = load_published(str(demo_dataset.path)).rows
-    (task,) = [t for t in rows.tasks if t["task_id"] == DEMO_TASK_ID]
-    return TaskSpec.from_rows(task, rows.dependencies)
+def spec(demo_spec: TaskSpec) -> TaskSpec:
+    return demo_spec
 
 
 @pytest.fixture(scope="module")

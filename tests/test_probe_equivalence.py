@@ -12,10 +12,9 @@ import pytest
 from asyncodebench.harness.evaluation import Settings, Workbench
 from asyncodebench.scoring.metrics import DependencyPoint
 from asyncodebench.harness.probes import selector_results
-from asyncodebench.dataset.rows import load_published
 from asyncodebench.harness.sandbox import Limits, docker_client, remove_run_containers
 from asyncodebench.harness.spec import TaskSpec
-from conftest import DEMO_DIR, DEMO_TASK_ID, DemoDataset
+from conftest import DEMO_DIR
 from per_selector import ReferenceBox
 
 pytestmark = pytest.mark.docker
@@ -47,10 +46,8 @@ MEMORY_HOG = """\
 
 
 @pytest.fixture(scope="module")
-def spec(demo_dataset: DemoDataset) -> TaskSpec:
-    rows = load_published(str(demo_dataset.path)).rows
-    (task,) = [t for t in rows.tasks if t["task_id"] == DEMO_TASK_ID]
-    return TaskSpec.from_rows(task, rows.dependencies)
+def spec(demo_spec: TaskSpec) -> TaskSpec:
+    return demo_spec
 
 
 @pytest.fixture(scope="module")

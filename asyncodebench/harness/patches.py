@@ -65,7 +65,7 @@ def touched_paths(patch: str) -> PatchPaths:
 def _one_name(text: str) -> str:
     text = text.strip()
     if text.startswith('"'):
-        name, _ = _c_unquote(text)
+        name, _ = c_unquote(text)
         return name
     return text
 
@@ -73,7 +73,7 @@ def _one_name(text: str) -> str:
 def _split_git_header(rest: str) -> list[str]:
     """The two names of `diff --git A B`: quoted ones decoded; unquoted ones split where `a/X b/X` agree."""
     if rest.startswith('"'):
-        first, used = _c_unquote(rest)
+        first, used = c_unquote(rest)
         return [first, _one_name(rest[used:])]
     splits = [i for i in range(len(rest)) if rest.startswith(" b/", i) or rest.startswith(' "b/', i)]
     for i in splits:
@@ -83,7 +83,7 @@ def _split_git_header(rest: str) -> list[str]:
     return [rest[:splits[0]], _one_name(rest[splits[0] + 1:])] if splits else [rest]
 
 
-def _c_unquote(text: str) -> tuple[str, int]:
+def c_unquote(text: str) -> tuple[str, int]:
     """Decode a git C-quoted name starting at text[0] == '"'; return it and the characters used.
 
     Escapes: \\a \\b \\t \\n \\v \\f \\r \\" \\\\ and three octal digits (one byte each, so UTF-8 names

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from asyncodebench.harness.patches import c_unquote
+
 REVIEW_CAP = 100
 """How many flags a result record keeps (its `count` is always complete)."""
 
@@ -66,7 +68,6 @@ _HUNK = re.compile(r"^@@ -(\d{1,12})(?:,(\d{1,12}))? \+(\d{1,12})(?:,(\d{1,12}))
 _CONTEXT_NEW_RANGE = re.compile(r"^--- (\d{1,12})(?:,(\d{1,12}))? ----\s*$")
 _CONTEXT_OLD_RANGE = re.compile(r"^\*\*\* (\d{1,12})(?:,(\d{1,12}))? \*\*\*\*\s*$")
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_tests?\.py$|(?:^|/)conftest\.py$")
-_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
 
 @dataclass(frozen=True)
@@ -298,27 +299,10 @@ def _unquote(text: str) -> str:
 
 
 def _c_unquote(text: str) -> tuple[str, int]:
-    """Decode git's C-quoted name that starts at text[0] == '"'; return it and how many characters it used.
-
-    Octal escapes are bytes (a UTF-8 name arrives as several); bytes that do not decode become U+FFFD.
-    """
-    out = bytearray()
-    index = 1
-    while index < len(text) and text[index] != '"':
-        char = text[index]
-        if char == "\\" and index + 1 < len(text):
-            following = text[index + 1:index + 4]
-            if len(following) == 3 and following[0] in "0123" and all(c in "01234567" for c in following):
-                out.append(int(following, 8))
-                index += 4
-                continue
-            if text[index + 1] in _C_ESCAPES:
-                out.append(_C_ESCAPES[text[index + 1]])
-                index += 2
-                continue
-        out += char.encode("utf-8", "replace")
-        index += 1
-    return out.decode("utf-8", "replace"), index + 1
+    """git's C-quoted name at text[0] == '"' (decoded as the harness decodes it), made printable: bytes that are
+    not UTF-8 become U+FFFD. Returns it and how many characters it used."""
+    name, used = c_unquote(text)
+    return name.encode("utf-8", "surrogatepass").decode("utf-8", "replace"), used
 
 
 def _strip_prefix(name: str) -> str:
