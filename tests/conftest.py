@@ -175,20 +175,18 @@ def container_cgroup_value(container_id: str, controller: str, names: tuple[str,
 
 class CpuLoad:
     """Busy processes beside a run, so that it is tested on a loaded machine: they stop by themselves after
-    `seconds` (and when the block ends). Most run at the lowest priority: they lift the load average (runnable
-    processes, whatever their priority) to several times the CPU count while leaving the run enough CPU to finish
-    in reasonable time; `contending` of them compete with it at normal priority. Loopback only: no network."""
+    `seconds` (and when the block ends). They run under SCHED_IDLE: always runnable, so the load average (runnable
+    processes, whatever their priority) climbs to several times the CPU count, and they take every moment of CPU
+    the run leaves, while the run itself is scheduled first and finishes in reasonable time. No network."""
 
-    def __init__(self, processes: int = 12, contending: int = 0, seconds: int = 900) -> None:
-        self.processes, self.contending, self.seconds = processes, contending, seconds
+    def __init__(self, processes: int = 12, seconds: int = 900) -> None:
+        self.processes, self.seconds = processes, seconds
         self._children: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self) -> CpuLoad:
-        for i in range(self.processes):
-            niceness = 0 if i < self.contending else 19
-            code = (f"import os, time\nos.nice({niceness})\nend = time.time() + {self.seconds}\n"
-                    "while time.time() < end: pass")
-            self._children.append(subprocess.Popen([sys.executable, "-c", code]))
+        code = ("import os, time\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+                f"end = time.time() + {self.seconds}\nwhile time.time() < end: pass")
+        self._children = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(self.processes)]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -344,6 +342,19 @@ def evaluate(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., EvalRun]
     return _evaluate
 
 
+def reforking_swarms() -> list[dict[str, Any]]:
+    """The re-forking swarm of the hostile suite (final and checkpoint forms), so that it also races the launcher
+    on a loaded machine."""
+    from hostile_payloads import PatchMaker
+    from hostile_tamper_payloads import SWARMS, tamper_payloads
+
+    maker = PatchMaker()
+    try:
+        return [p.line for p in tamper_payloads(maker) if p.name in SWARMS]
+    finally:
+        maker.close()
+
+
 @pytest.fixture(scope="session")
 def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun]) -> Iterator[EvalRun]:
     """Every example prediction (gold, empty, partial, syntax error, the 11 hostile ones) plus two patches with
@@ -353,7 +364,7 @@ def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun])
     slow_first = ("hostile-infinite-loop", "hostile-memory-hog", "hostile-fork-bomb")
     examples = sorted(example_predictions().values(), key=lambda p: p["model_name_or_path"] not in slow_first)
     lines: list[dict[str, Any] | bytes] = [*examples, latin1_raw_line("hostile-latin1-raw"),
-                                           latin1_escaped_line("hostile-latin1-escaped")]
+                                           latin1_escaped_line("hostile-latin1-escaped"), *reforking_swarms()]
     escape = Path("/tmp/asyncodebench-escape.txt")
     escape.unlink(missing_ok=True)
     flags = (*FAST_FLAGS, "--max-workers", str(SHARED_RUN_WORKERS), "--memory", SHARED_RUN_MEMORY,

@@ -89,7 +89,7 @@ import atexit as _atexit, sys as _sys
 
 def _spoil():
     path = next((a.split("=", 1)[1] for a in _sys.argv if a.startswith("--json-report-file=")), None)
-    if path:
+    if path and "addopts=" in _sys.argv:  # the evaluator only: its report is the one under test
         with open(path, "w") as handle:
             handle.write(SPOILED)
 
@@ -261,7 +261,7 @@ def payloads(make: PatchMaker) -> list[Payload]:
     # 6. Reports made unreadable (a model outcome, never an infrastructure error).
     nested = "[" * 200_000 + "]" * 200_000
     final("report-deeply-nested", 6, d(_appended(CORE, f"SPOILED = {nested!r}\n" + AT_EXIT_REWRITE)))
-    evaluator_only = "300 << 20 if 'addopts=' in __import__('sys').argv else 1"  # the evaluator, not the probes
+    evaluator_only = "300 << 20 if 'addopts=' in __import__('sys').argv else 1"  # no 300 MiB in the probes
     final("report-oversized", 6, d(_appended(CORE, f"SPOILED = 'x' * ({evaluator_only})\n" + AT_EXIT_REWRITE)))
     final("report-malformed", 6, d(_appended(CORE, "SPOILED = '{\"summary\": {\"passed\": 25,'\n"
                                              + AT_EXIT_REWRITE)))
@@ -273,8 +273,9 @@ def payloads(make: PatchMaker) -> list[Payload]:
     flood = ("import atexit as _a, os as _o, sys as _s\n_chunk = b'y' * (1 << 20)\n"
              "if 'addopts=' in _s.argv:\n    _a.register(lambda: [_o.write(1, _chunk) for _ in range(2048)])\n")
     final("stdout-flood-2-gib", 7, d(_appended(CORE, flood)))
-    fill = ("import os as _o\n_chunk = b'z' * (1 << 20)\n"
-            "try:\n    with open('/testbed/fill.bin', 'wb') as _h:\n        for _ in range(8192):\n"
+    fill = ("import os as _o, sys as _s\n_chunk = b'z' * (1 << 20)\n"
+            "try:\n    with open('/testbed/fill.bin', 'wb') as _h:\n"
+            "        for _ in range(8192 * ('addopts=' in _s.argv)):  # the evaluator only\n"
             "            _h.write(_chunk)\nexcept OSError as _e:\n    print('FILL stopped', type(_e).__name__)\n")
     final("fill-work-tree", 7, d(_appended(CORE, fill)))
     final("isolation-probe", 7, d(_appended(CORE, ISOLATION_PROBE)))

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from conftest import LATIN1_PATCH, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, EvalRun, example_predictions
+from hostile_tamper_payloads import SWARMS
 
 pytestmark = pytest.mark.docker
 
@@ -36,6 +37,16 @@ def test_the_demo_completes_on_a_loaded_machine_with_no_infrastructure_error(sha
     infrastructure error, at a load average of at least 4x the CPU count."""
     assert shared_demo_run.extra["sampler"].max_load_average >= 4 * len(os.sched_getaffinity(0))
     assert shared_demo_run.report["counts"]["infrastructure_errors"] == 0
+
+
+def test_a_reforking_swarm_loses_the_race_on_a_loaded_machine_too(shared_demo_run: EvalRun) -> None:
+    """The swarm of the hostile suite (a process that re-forks every round and rewrites the report from the start),
+    here beside the CPU load: the launcher's kill(-1) ends it before the report is written, whoever is scheduled."""
+    for name in SWARMS:
+        result = shared_demo_run.result(name)
+        assert result["integrity"]["tampering"] == [], (name, result["integrity"]["tampering"])
+    summary = shared_demo_run.result(SWARMS[0])["evaluator"]["summary"]
+    assert (summary["passed"], summary["total"]) == (BASE_PASSED, TOTAL)
 
 
 def test_gold_in_the_same_run_still_scores_full_marks(shared_demo_run: EvalRun) -> None:
