@@ -1,6 +1,6 @@
 """End to end on the demo task with real containers: the example predictions get the scores the task promises.
 
-All assertions read one shared run (`shared_demo_run` in conftest.py: every example line, two workers,
+All assertions read one shared run (`shared_demo_run` in conftest.py: every example line, three workers,
 `--timeout 20 --probe-timeout 10`).
 """
 

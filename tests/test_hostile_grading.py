@@ -1,7 +1,7 @@
 """Evaluated code cannot change its own grade (the grading-integrity attack suite).
 
 73 hostile predictions (tests/hostile_payloads.py and the modules it takes more from: 9 attack classes, on final
-patches, checkpoint states and agent patches) run in ONE evaluate.py run with two workers, beside the empty patch
+patches, checkpoint states and agent patches) run in ONE evaluate.py run with three workers, beside the empty patch
 (what the base state honestly scores) and the gold patch. Each hostile one must: get no final success, score no
 more pass rate and ADPR than the base state, resolve no dependency the base state does not, and stay a scored model
 outcome, never an infrastructure error. The run must leave no container or volume, write nothing on the host
@@ -62,7 +62,7 @@ def hostile_run(demo_dataset: DemoDataset, attack_suite: list[Payload],
     preds.write_bytes(jsonl([prediction("honest-base", ""), prediction("honest-gold", GOLD.read_text()),
                              *(p.line for p in attack_suite)]))
     argv = evaluate_command(preds, demo_dataset.path, RUN_ID, out, "--timeout", "60", "--probe-timeout", "10",
-                            "--max-workers", "2", "--memory", "1g", "--pids", "256")
+                            "--max-workers", "3", "--memory", "1g", "--pids", "256")
     with open(out / "stdout", "wb") as stdout, open(out / "stderr", "wb") as stderr:
         process = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=script_env())
         _, status, usage = os.wait4(process.pid, 0)  # reaped here, so its own rusage (peak memory) is known

@@ -1,7 +1,7 @@
 """Hostile predictions are scored as their code really behaves, without harming the host or the other predictions.
 
 Every hostile line of data/demo/predictions/examples.jsonl, two patches with non-UTF-8 bytes and the gold patch run
-in ONE evaluate.py run with two workers (`shared_demo_run` in conftest.py) beside a CPU load, while the run's own
+in ONE evaluate.py run with three workers (`shared_demo_run` in conftest.py) beside a CPU load, while the run's own
 containers are sampled.
 """
 
