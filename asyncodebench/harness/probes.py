@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from asyncodebench.scoring.grading import SelectorResult, node_matches, selector_status
+from asyncodebench.scoring.grading import SelectorResult, failed_collectors, node_matches, selector_status
 from asyncodebench.harness.workspace import PytestRun, stopped_by_timeout
 
 Execute = Callable[[tuple[str, ...]], Optional[PytestRun]]  # one pytest process over some selectors
@@ -77,11 +77,9 @@ def _call(selectors: tuple[str, ...], run: PytestRun | None, timeout: int) -> Pr
     report = run.report or {}
     tests = tuple(_node(t) for t in report.get("tests") or [] if isinstance(t, dict))
     summary = report.get("summary")
-    collectors = report.get("collectors")
-    failed = sum(isinstance(c, dict) and c.get("outcome") == "failed" for c in collectors or ()) \
-        if isinstance(collectors, list) else 0
     return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), run.tail[-4000:],
-                     dict(summary) if isinstance(summary, dict) else None, failed, run.sentinel)
+                     dict(summary) if isinstance(summary, dict) else None, len(failed_collectors(report)),
+                     run.sentinel)
 
 
 def _node(test: Mapping[str, Any]) -> dict[str, Any]:

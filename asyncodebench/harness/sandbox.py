@@ -2,7 +2,7 @@
 
 Two trust domains share a container. The trusted side is root: it prepares the work tree (`incontainer/prepare.py`)
 before any evaluated code exists in the container, and afterwards only reads files from the host through the
-archive API. The evaluated side runs as an unprivileged user (`SANDBOX_USER`) on a read-only root filesystem; all it
+archive API. The evaluated side runs as an unprivileged user (`SANDBOX_UID`) on a read-only root filesystem; all it
 can write is the container's own work tree, a private temp folder and its output folder, each a size- and
 inode-bounded tmpfs, so disk use is bounded and nothing of one container reaches another. Every step (a checkpoint
 state's probes, the final evaluator, the final probes) gets a fresh container started from image + the image's work
@@ -34,7 +34,6 @@ WATCHDOG_MARGIN_SECONDS = 30
 LABEL_RUN = "org.asyncodebench.run_id"
 LABEL_OWNER = "org.asyncodebench.owner"  # the process that started a container (see `set_owner`)
 SANDBOX_UID = SANDBOX_GID = 65534  # `nobody` in Debian-based images; never root
-SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_GID}"
 BASE_DIR = "/asyncodebench-base"  # the image's own work tree, read-only, copied into each container's tmpfs
 IO_DIR = "/asyncodebench"
 OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept

@@ -160,7 +160,7 @@ def _count(summary: Mapping[str, Any], *keys: str) -> int | None:
     return None
 
 
-def _failed_collectors(report: Mapping[str, Any]) -> tuple[str, ...]:
+def failed_collectors(report: Mapping[str, Any]) -> tuple[str, ...]:
     """Node ids of the report's collectors whose outcome is "failed"."""
     collectors = report.get("collectors")
     if not isinstance(collectors, list):
@@ -213,7 +213,7 @@ def _synthetic(report: Mapping[str, Any] | None, exit_code: int | None, output_t
         passed=0, failed=0, errors=1, skipped=0, total=1, collected=1,
         synthetic_summary=True,
         failure_kind=_invalid_run_kind(exit_code, output_text),
-        failed_collectors=_failed_collectors(report) if report is not None else (),
+        failed_collectors=failed_collectors(report) if report is not None else (),
         report_was_missing=report is None,
         report_was_invalid=report is not None,
     )
@@ -246,7 +246,7 @@ def normalize_report(report: dict[str, Any] | None, exit_code: int | None, outpu
         collected = _count(summary, "collected")
     except ValueError:
         return _synthetic(report, exit_code, output_text)
-    collectors = _failed_collectors(report)
+    collectors = failed_collectors(report)
     return NormalizedReport(
         passed=passed, failed=failed,
         errors=max(errors, len(collectors)),

@@ -24,6 +24,7 @@ from typing import Any
 
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.probes import ProbeRun
+from asyncodebench.scoring.grading import failed_collectors as collectors_failed
 
 SENTINEL_OUTCOMES = ("passed", "failed", "error", "skipped")  # the launcher adds one test of each
 COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
@@ -65,7 +66,7 @@ def examine(report: dict[str, Any] | None, exit_code: int | None, output: str, t
     if not isinstance(tests, list) or not all(isinstance(t, Mapping) for t in tests):
         return SelfCheck(report, exit_code, ("the report's list of tests is missing or malformed",))
     if failed_collectors is None:
-        failed_collectors = _failed_collectors(report)
+        failed_collectors = len(collectors_failed(report))
     problems = _sentinel_problems(tests, exit_code, token)
     problems += _summary_problems(summary, tests)
     problems += _terminal_problems(summary, tests, output, failed_collectors)
@@ -183,13 +184,6 @@ def _outcome(value: Any) -> str:
 def _count(summary: Mapping[str, Any], key: str) -> int:
     value = summary.get(key, summary.get("errors", 0) if key == "error" else 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _failed_collectors(report: Mapping[str, Any]) -> int:
-    collectors = report.get("collectors")
-    if not isinstance(collectors, list):
-        return 0
-    return sum(1 for c in collectors if isinstance(c, Mapping) and c.get("outcome") == "failed")
 
 
 def _said(counts: Mapping[str, int]) -> str:
