@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ class Daemon:
     def start(self) -> None:
         # After a crash the killed containerd may linger as a zombie under its pid: dockerd would wait for it.
         (self.root / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
+        self._drop_torn_volume_options()
         log = (self.root / "dockerd.log").open("ab")
         self.process = subprocess.Popen(
             ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
@@ -36,6 +38,17 @@ class Daemon:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the test dockerd did not start: {(self.root / 'dockerd.log').read_text()[-3000:]}")
             time.sleep(0.2)
+
+    def _drop_torn_volume_options(self) -> None:
+        """Docker writes a volume's `opts.json` in place, not atomically: a daemon killed between creating and
+        filling it leaves the file empty, and the restarted daemon then refuses to start ("unexpected end of JSON
+        input"). The test kills the daemon on purpose, so it mends what the kill tore: an options file that is not
+        JSON is removed (the volume then loads without options and the run's cleanup removes it by its label)."""
+        for options in (self.root / "data" / "volumes").glob("*/opts.json"):
+            try:
+                json.loads(options.read_bytes())
+            except ValueError:
+                options.unlink()
 
     def kill(self) -> None:
         """Crash the daemon: SIGKILL dockerd and its containerd (the shims, holding the containers, survive)."""

@@ -95,6 +95,23 @@ def own_daemon(demo_dataset: DemoDataset) -> Iterator[Daemon]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_a_daemon_killed_while_creating_a_volume_starts_again() -> None:
+    """A kill can leave a volume's options file empty; the restarted test daemon must still start (CI once failed
+    three tests on exactly this)."""
+    root = Path(tempfile.mkdtemp(prefix="acb-dt-", dir="/tmp"))
+    torn = root / "data" / "volumes" / "torn-volume"
+    (torn / "_data").mkdir(parents=True)
+    (torn / "opts.json").write_bytes(b"")
+    daemon = Daemon(root)
+    try:
+        daemon.start()
+        listed = daemon.docker("volume", "ls", "-q", text=True)
+        assert listed.returncode == 0 and "torn-volume" in listed.stdout.split()
+    finally:
+        daemon.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def check_images(daemon: Daemon, dataset: Path, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "check_images.py"), "--dataset", str(dataset),
                            *flags], capture_output=True, text=True, timeout=300, cwd=ROOT,
