@@ -33,13 +33,14 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's package, and the per-selector reference
 
+from per_selector import ReferenceBox  # noqa: E402
+
+from asyncodebench.dataset.rows import load_published  # noqa: E402
 from asyncodebench.harness.evaluation import Settings, Workbench, evaluate_patch  # noqa: E402
 from asyncodebench.harness.overlays import OverlayError, OverlaySource  # noqa: E402
 from asyncodebench.harness.probes import selector_results  # noqa: E402
-from asyncodebench.dataset.rows import load_published  # noqa: E402
 from asyncodebench.harness.sandbox import docker_client, remove_run_containers  # noqa: E402
 from asyncodebench.harness.spec import TaskSpec  # noqa: E402
-from per_selector import ReferenceBox  # noqa: E402
 
 DEMO = ROOT / "data" / "demo"
 DEMO_GOLD = DEMO / "patches" / "gold.patch"
@@ -60,8 +61,8 @@ def median_seconds(action: Callable[[], Any], repeats: int) -> float:
 
 def demo_dataset(out: Path) -> Path:
     from asyncodebench.dataset.build import build_task_rows
-    from asyncodebench.images.demo import DEMO_TASK_YAML, build, registry_port_from_env
     from asyncodebench.dataset.export import write_rows
+    from asyncodebench.images.demo import DEMO_TASK_YAML, build, registry_port_from_env
 
     image = build(registry_port_from_env())
     write_rows(build_task_rows(DEMO_TASK_YAML, ROOT / "data" / "protocols.yaml", digest=image.digest), out)

@@ -33,7 +33,7 @@ def evaluation(dataset: str, task_id: str | None, images: Path | None, patch: by
     from asyncodebench.harness.spec import TaskSpec
     from asyncodebench.images import image_map
     from asyncodebench.run.predictions import Prediction
-    from asyncodebench.scoring.results import score
+    from asyncodebench.run.results import score
 
     rows = load_published(dataset).rows
     task = next(t for t in rows.tasks if task_id in (None, t["task_id"]))

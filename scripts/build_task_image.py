@@ -23,8 +23,13 @@ import time
 from pathlib import Path
 
 from asyncodebench.images import recipes, task_build
-from asyncodebench.images.demo import REGISTRY_PORT_ENV, DemoImageError, cache_dir, ensure_registry, \
-    registry_port_from_env
+from asyncodebench.images.demo import (
+    REGISTRY_PORT_ENV,
+    DemoImageError,
+    cache_dir,
+    ensure_registry,
+    registry_port_from_env,
+)
 
 DEFAULT_MAP = Path("build/rebuilt-images.json")
 

@@ -25,9 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench import cli
-from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull, registry_status
+from asyncodebench.dataset.rows import (
+    DEFAULT_DATASET,
+    DEFAULT_REVISION,
+    DatasetUnavailableError,
+    load_published,
+)
 from asyncodebench.images import image_map
-from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
+from asyncodebench.images.digests import (
+    MATCH,
+    UNREACHABLE,
+    ImageStatus,
+    local_status,
+    pull,
+    registry_status,
+)
 
 EXIT_OK, EXIT_NOT_MATCHING, EXIT_BAD_ARGUMENTS, EXIT_UNREACHABLE = 0, 1, 2, 3
 

@@ -30,16 +30,35 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
-
-from asyncodebench.run import store
+from asyncodebench.dataset.rows import (
+    DEFAULT_DATASET,
+    DEFAULT_REVISION,
+    DatasetUnavailableError,
+)
 from asyncodebench.harness.evaluation import Settings, new_run_id
+from asyncodebench.harness.sandbox import Limits
 from asyncodebench.reports.htmlreport import write_report_html
 from asyncodebench.reports.plots import plot_resolution
-from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
-from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError
-from asyncodebench.run.runfolder import RunFolderBusyError, RunLock, SettingsChangedError
-from asyncodebench.run.runner import RunConfig, RunState, claim_settings, prepare_run, rescore_problem, run, run_metadata
-from asyncodebench.harness.sandbox import Limits
+from asyncodebench.reports.report import (
+    build_report,
+    csv_text,
+    dependency_points,
+    markdown,
+)
+from asyncodebench.run import store
+from asyncodebench.run.config import RunConfig, RunState
+from asyncodebench.run.runfolder import (
+    RunFolderBusyError,
+    RunLock,
+    SettingsChangedError,
+)
+from asyncodebench.run.runner import (
+    claim_settings,
+    prepare_run,
+    rescore_problem,
+    run,
+    run_metadata,
+)
 
 PROTOCOLS = ["single", "serial_specialists", "async_private", "caid_manager", "async_manager"]
 EXIT_OK, EXIT_INVALID_LINES, EXIT_BAD_ARGUMENTS, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130

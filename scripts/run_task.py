@@ -26,13 +26,17 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
+from asyncodebench.harness.sandbox import (
+    Limits,
+    SandboxUnavailableError,
+    remove_run_containers,
+)
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
+from asyncodebench.run.results import score
 from asyncodebench.run.runner import without_unmeasured
-from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, remove_run_containers
-from asyncodebench.scoring.results import score
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

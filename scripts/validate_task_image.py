@@ -28,7 +28,11 @@ from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.harness.evaluation import Settings, new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
-from asyncodebench.harness.sandbox import Limits, SandboxUnavailableError, remove_run_containers
+from asyncodebench.harness.sandbox import (
+    Limits,
+    SandboxUnavailableError,
+    remove_run_containers,
+)
 from asyncodebench.harness.spec import COUNT_KEYS
 from asyncodebench.images import validation
 from asyncodebench.images.demo import cache_dir

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostile_payloads import API, CORE, Payload, PatchMaker, _base_text, _checkpoint, _line
+from hostile_payloads import (
+    API,
+    CORE,
+    PatchMaker,
+    Payload,
+    _base_text,
+    _checkpoint,
+    _line,
+)
 
 STUB = "raise NotImplementedError("
 SKIPPING = {  # how a stub gives up, by route: each replaces `raise NotImplementedError(` and takes its message

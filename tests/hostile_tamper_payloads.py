@@ -9,7 +9,16 @@ exit hook that rewrite the report after the session (the last one consistently w
 
 from __future__ import annotations
 
-from hostile_payloads import API, CORE, FAKE_REPORT, PatchMaker, Payload, _appended, _checkpoint, _line
+from hostile_payloads import (
+    API,
+    CORE,
+    FAKE_REPORT,
+    PatchMaker,
+    Payload,
+    _appended,
+    _checkpoint,
+    _line,
+)
 
 REPORT_PATH = 'next((a.split("=", 1)[1] for a in _s.argv if a.startswith("--json-report-file=")), None)'
 

@@ -15,7 +15,15 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from hostile_payloads import API, CORE, Payload, PatchMaker, _base_text, _checkpoint, _line
+from hostile_payloads import (
+    API,
+    CORE,
+    PatchMaker,
+    Payload,
+    _base_text,
+    _checkpoint,
+    _line,
+)
 
 TREE_ATTACK_CLASS = 8
 TEST_CORE = "tests/test_core.py"

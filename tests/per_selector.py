@@ -15,8 +15,8 @@ import shlex
 import tarfile
 from typing import Any
 
-from asyncodebench.scoring.grading import SelectorResult, selector_status
 from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.scoring.grading import SelectorResult, selector_status
 
 IO_DIR = "/asyncodebench-reference"
 LABEL = {"org.asyncodebench.run_id": "per-selector-reference"}

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DEMO_DIR, ROOT, DemoDataset, script_env, write_variant_dataset
 
 pytestmark = pytest.mark.docker

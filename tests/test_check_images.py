@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import DEMO_TASK_ID, ROOT, DemoDataset, script_env, write_variant_dataset
 
 pytestmark = pytest.mark.docker

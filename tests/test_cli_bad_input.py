@@ -15,14 +15,18 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DEMO_TASK_ID, ROOT, jsonl, prediction, script_env
 
 from asyncodebench import cli
-from asyncodebench.scoring.checkpoints import CheckpointContext, build_checkpoint_record, probe_selectors
+from asyncodebench.dataset.rows import load_published
+from asyncodebench.reports.report import dataset_source
+from asyncodebench.scoring.checkpoints import (
+    CheckpointContext,
+    build_checkpoint_record,
+    probe_selectors,
+)
 from asyncodebench.scoring.grading import selector_status
 from asyncodebench.scoring.metrics import DependencyPoint
-from asyncodebench.reports.report import dataset_source
-from asyncodebench.dataset.rows import load_published
-from conftest import DEMO_TASK_ID, ROOT, jsonl, prediction, script_env
 
 KIT_TASK = "asyncodebench:cachetools"  # a task of the kit's own published rows (data/<config>/*.parquet)
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ROOT, SCRIPTS, script_env
 from scipy import stats
 
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.compare import Run, compare_runs
 from asyncodebench.reports.paired import average_ranks, paired, sign_test, signed_rank
 from asyncodebench.reports.synthetic import synthetic_report
-from conftest import ROOT, SCRIPTS, script_env
 
 # --- the worked example --------------------------------------------------------------------------------------
 # Eight tasks, differences b - a. Nonzero: 7 (one tie at zero); 5 positive, 2 negative.

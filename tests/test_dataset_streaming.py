@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from range_proxy import ServedRange, serve_ranges  # tests/range_proxy.py
 
 from asyncodebench.dataset import hub_mirror
 from asyncodebench.dataset.export import PARQUET_NAME
 from asyncodebench.dataset.features import FEATURES
 from asyncodebench.dataset.publish import assemble
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
-from range_proxy import ServedRange, serve_ranges  # tests/range_proxy.py
 
 pytestmark = pytest.mark.mirror
 EXPECTED_ROWS = {"tasks": 19, "scenarios": 95, "dependencies": 52}

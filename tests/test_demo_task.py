@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
 import yaml
 
+from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
 from asyncodebench.images import demo as demo_image
 from asyncodebench.images.demo import DEMO_DIR, make_base_repo
 

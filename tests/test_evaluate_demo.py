@@ -10,10 +10,9 @@ import json
 
 import pytest
 import yaml
+from conftest import DEMO_DIR, DEMO_TASK_ID, EvalRun
 
 from asyncodebench.harness.workspace import KILL_GRACE_SECONDS
-
-from conftest import DEMO_DIR, DEMO_TASK_ID, EvalRun
 
 pytestmark = pytest.mark.docker
 

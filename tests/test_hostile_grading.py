@@ -10,6 +10,7 @@ outside its run folder, and keep the harness's memory bounded while the evaluate
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,10 +19,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-
-import json
-
-from conftest import DemoDataset, EvalRun, evaluate_command, jsonl, prediction, run_containers, script_env
+from conftest import (
+    DemoDataset,
+    EvalRun,
+    evaluate_command,
+    jsonl,
+    prediction,
+    run_containers,
+    script_env,
+)
 from hostile_payloads import HOST_MARKER, PatchMaker, Payload, payloads
 from hostile_tamper_payloads import IN_PROCESS, SWARMS
 
@@ -231,7 +237,8 @@ def test_the_report_shows_integrity_and_scope_flags(hostile_run: EvalRun) -> Non
 
 # --- decision 12: skips and xfails compared by test id (tests/hostile_skip_payloads.py) -------------------------
 
-from conftest import DemoDataset as _DemoDataset, run_evaluate  # noqa: E402  (appended section)
+from conftest import DemoDataset as _DemoDataset  # noqa: E402  (appended section)
+from conftest import run_evaluate
 from hostile_skip_payloads import SKIP_PAYLOADS  # noqa: E402
 
 DEMO_BASELINE = "baselines/asyncodebench-demo__minicache.json"
@@ -388,7 +395,12 @@ def test_a_reforking_swarm_is_ended_before_the_report_is_written(hostile_run: Ev
 # --- attack class 8: the preparation itself (tests/hostile_tree_payloads.py, issue 16) -------------------------
 
 from hostile_tree_payloads import (  # noqa: E402  (appended section)
-    ATTRIBUTES, MANY_BYTECODE, MANY_FILES, ODD_SYMLINKS, TREE_ATTACK_CLASS, deep_path,
+    ATTRIBUTES,
+    MANY_BYTECODE,
+    MANY_FILES,
+    ODD_SYMLINKS,
+    TREE_ATTACK_CLASS,
+    deep_path,
 )
 
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from conftest import LATIN1_PATCH, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, EvalRun, example_predictions
+from conftest import (
+    LATIN1_PATCH,
+    SHARED_RUN_MEMORY,
+    SHARED_RUN_PIDS,
+    EvalRun,
+    example_predictions,
+)
 from hostile_tamper_payloads import SWARMS
 
 pytestmark = pytest.mark.docker

@@ -9,8 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import DEMO_DIR, DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, RebuiltDemo, prediction, script_env
+from conftest import (
+    DEMO_DIR,
+    DEMO_TASK_ID,
+    ROOT,
+    DemoDataset,
+    EvalRun,
+    RebuiltDemo,
+    prediction,
+    script_env,
+)
 
 GOLD = (DEMO_DIR / "patches" / "gold.patch").read_text()
 

@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from asyncodebench.images.demo import push_image
 from conftest import DemoDataset, EvalRun, prediction, write_variant_dataset
 from hostile_payloads import FAKE_PYTEST, PatchMaker
+
+from asyncodebench.images.demo import push_image
 
 pytestmark = pytest.mark.docker
 

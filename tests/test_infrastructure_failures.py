@@ -17,11 +17,23 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from conftest import (
+    DEMO_TASK_ID,
+    FAST_FLAGS,
+    ROOT,
+    DemoDataset,
+    EvalRun,
+    evaluate_command,
+    example_predictions,
+    jsonl,
+    prediction,
+    run_evaluate,
+    script_env,
+    write_variant_dataset,
+)
+from second_daemon import Daemon
 
 from asyncodebench.run.runfolder import container_key
-from second_daemon import Daemon
-from conftest import (FAST_FLAGS, DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, evaluate_command, example_predictions,
-                      jsonl, prediction, run_evaluate, script_env, write_variant_dataset)
 
 pytestmark = pytest.mark.docker
 
@@ -207,8 +219,9 @@ def leftovers(label: str) -> list[str]:
 def local_run(demo_dataset: DemoDataset, tmp_path: Path) -> tuple[Any, Any]:
     """A local executor opened on the demo task, and the gold prediction's job (probes off: one container)."""
     from asyncodebench.harness.evaluation import Settings
+    from asyncodebench.run.config import RunConfig
     from asyncodebench.run.executors import LocalExecutor
-    from asyncodebench.run.runner import RunConfig, prepare_run
+    from asyncodebench.run.runner import prepare_run
     from asyncodebench.run.work import Job
 
     preds = tmp_path / "preds.jsonl"

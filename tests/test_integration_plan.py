@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from asyncodebench.harness.integration import merge_order, plan_artifacts
-from asyncodebench.scoring.metrics import DependencyPoint
-from asyncodebench.harness.patches import outside_scope, touched_paths
 from asyncodebench.harness.spec import Agent, TaskSpec
+from asyncodebench.scoring.metrics import DependencyPoint
+from asyncodebench.scoring.patches import outside_scope, touched_paths
 
 
 def dependency(producer: str, consumer: str) -> DependencyPoint:

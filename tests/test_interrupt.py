@@ -8,9 +8,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from conftest import (ROOT, DemoDataset, evaluate_command, example_predictions, jsonl, run_containers, script_env,
-                      wait_for)
+from conftest import (
+    ROOT,
+    DemoDataset,
+    evaluate_command,
+    example_predictions,
+    jsonl,
+    run_containers,
+    script_env,
+    wait_for,
+)
 
 pytestmark = pytest.mark.docker
 

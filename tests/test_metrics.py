@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from asyncodebench.dataset.sources import dependency_rows, read_yaml
 from asyncodebench.scoring.metrics import (
     CheckpointRecord,
     DependencyOutcome,
@@ -15,8 +16,8 @@ from asyncodebench.scoring.metrics import (
     RunMetrics,
     added_definitions,
     macro_mean,
-    new_definitions,
     micro_adpr,
+    new_definitions,
     observed_summary,
     penalized_cail,
     producer_tokens,
@@ -24,7 +25,6 @@ from asyncodebench.scoring.metrics import (
     sad_proxy_candidates,
     sort_checkpoints,
 )
-from asyncodebench.dataset.sources import dependency_rows, read_yaml
 
 AGENT, INTEGRATED = "agent_workspace", "integrated_workspace"
 

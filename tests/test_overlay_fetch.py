@@ -21,17 +21,33 @@ from typing import Any, Iterator
 import jsonschema
 import pytest
 import yaml
+from conftest import (
+    DEMO_DIR,
+    PROTOCOLS_FILE,
+    ROOT,
+    SCRIPTS,
+    script_env,
+    write_variant_dataset,
+)
+from test_overlays import (  # the demo's overlay: one extra test file
+    OVERLAY,
+    OVERLAY_PATH,
+)
 
-from asyncodebench.run import runner
 from asyncodebench.dataset.build import build_task_rows
-from asyncodebench.images.digests import MATCH, ImageStatus
-from asyncodebench.harness.overlays import UPSTREAM_COMMIT, UPSTREAM_REPOSITORY, URL_VARIABLE, OverlayError, OverlaySource
-from asyncodebench.run.predictions import Prediction
-from asyncodebench.run.runner import RunConfig
-from asyncodebench.run.work import Job, evaluate_prediction
+from asyncodebench.harness.overlays import (
+    UPSTREAM_COMMIT,
+    UPSTREAM_REPOSITORY,
+    URL_VARIABLE,
+    OverlayError,
+    OverlaySource,
+)
 from asyncodebench.harness.spec import TaskSpec
-from conftest import DEMO_DIR, PROTOCOLS_FILE, ROOT, SCRIPTS, script_env, write_variant_dataset
-from test_overlays import OVERLAY, OVERLAY_PATH  # the demo's overlay: one extra test file
+from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.run import runner
+from asyncodebench.run.config import RunConfig
+from asyncodebench.run.predictions import Prediction
+from asyncodebench.run.work import Job, evaluate_prediction
 
 OVERLAY_SHA256 = hashlib.sha256(OVERLAY).hexdigest()
 ALTERED_PATH = "data/overlays/demo/0002-altered.patch"  # served, but not the bytes its pin names

@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-
-from conftest import DEMO_DIR, DEMO_TASK_ID, FAST_FLAGS, DemoDataset, EvalRun, prediction, write_variant_dataset
+from conftest import (
+    DEMO_DIR,
+    DEMO_TASK_ID,
+    FAST_FLAGS,
+    DemoDataset,
+    EvalRun,
+    prediction,
+    write_variant_dataset,
+)
 
 pytestmark = pytest.mark.docker
 

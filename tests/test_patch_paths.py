@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asyncodebench.harness.patches import touched_paths
+from asyncodebench.scoring.patches import touched_paths
 
 
 @pytest.mark.parametrize("header, path", [

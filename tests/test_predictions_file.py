@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from conftest import DEMO_TASK_ID, DemoDataset, EvalRun, jsonl, prediction
 
 from asyncodebench.run.predictions import read_predictions
-from conftest import DEMO_TASK_ID, DemoDataset, EvalRun, jsonl, prediction
 
 TASKS = {DEMO_TASK_ID: {"core_agent", "api_agent"}}
 

@@ -19,24 +19,44 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from hostile_payloads import PatchMaker
+from hostile_tree_payloads import (
+    ATTRIBUTES,
+    ODD_SYMLINKS,
+    TEST_API,
+    TEST_CORE,
+    added,
+    attributes_patch,
+    cheating_tests,
+    deep_path,
+    gitmodules_patch,
+    many_files,
+    symlink,
+)
 
 from asyncodebench.harness.evaluation import Settings, Workbench, evidence_from
-from asyncodebench.harness.sandbox import IO_DIR, OVERSIZED, ExecResult, Limits, SandboxUnavailableError, \
-    docker_client, remove_run_containers
+from asyncodebench.harness.sandbox import (
+    IO_DIR,
+    OVERSIZED,
+    ExecResult,
+    Limits,
+    SandboxUnavailableError,
+    docker_client,
+    remove_run_containers,
+)
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.harness.workspace import (
-    PREPARE_RECORD, PREPARE_STAGE, SCRIPTS_DIR, Preparation, prepare, prepare_inputs,
+    PREPARE_RECORD,
+    PREPARE_STAGE,
+    SCRIPTS_DIR,
+    Preparation,
+    prepare,
+    prepare_inputs,
 )
 from asyncodebench.images.demo import DEMO_REPO
 from asyncodebench.run.predictions import Prediction
+from asyncodebench.run.results import score
 from asyncodebench.run.store import _preparation as stored_preparation
-from asyncodebench.scoring.results import score
-
-from hostile_payloads import PatchMaker
-from hostile_tree_payloads import (
-    ATTRIBUTES, ODD_SYMLINKS, TEST_API, TEST_CORE, added, attributes_patch, cheating_tests, deep_path,
-    gitmodules_patch, many_files, symlink,
-)
 
 pytestmark = pytest.mark.docker
 

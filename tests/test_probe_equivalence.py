@@ -8,14 +8,14 @@ import dataclasses
 from typing import Iterator
 
 import pytest
+from conftest import DEMO_DIR
+from per_selector import ReferenceBox
 
 from asyncodebench.harness.evaluation import Settings, Workbench
-from asyncodebench.scoring.metrics import DependencyPoint
 from asyncodebench.harness.probes import selector_results
 from asyncodebench.harness.sandbox import Limits, docker_client, remove_run_containers
 from asyncodebench.harness.spec import TaskSpec
-from conftest import DEMO_DIR
-from per_selector import ReferenceBox
+from asyncodebench.scoring.metrics import DependencyPoint
 
 pytestmark = pytest.mark.docker
 

@@ -24,9 +24,21 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 import pytest
-
-from conftest import (FAST_FLAGS, ROOT, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, DemoDataset, EvalRun, evaluate_command,
-                      example_predictions, jsonl, run_containers, run_evaluate, script_env, wait_for)
+from conftest import (
+    FAST_FLAGS,
+    ROOT,
+    SHARED_RUN_MEMORY,
+    SHARED_RUN_PIDS,
+    DemoDataset,
+    EvalRun,
+    evaluate_command,
+    example_predictions,
+    jsonl,
+    run_containers,
+    run_evaluate,
+    script_env,
+    wait_for,
+)
 from second_daemon import Daemon
 
 from asyncodebench.run.local_ray import LocalCluster
@@ -250,7 +262,12 @@ def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_exe
 
 def test_a_stop_marker_turns_away_only_its_sessions_tasks_until_the_run_starts_again() -> None:
     """What Ctrl-C leaves on each node instead of cancelling Ray tasks (ray_node.cleanup_task with `stop`)."""
-    from asyncodebench.run.ray_node import _refusal, cleanup_task, kit_fingerprint, stop_marker
+    from asyncodebench.run.ray_node import (
+        _refusal,
+        cleanup_task,
+        kit_fingerprint,
+        stop_marker,
+    )
 
     label, kit = f"marker-{os.getpid()}", kit_fingerprint()
     try:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-
 from conftest import DEMO_DIR, DEMO_TASK_ID, FAST_FLAGS, ROOT, DemoDataset, EvalRun
 
 pytestmark = pytest.mark.docker

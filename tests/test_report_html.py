@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from conftest import ROOT, EvalRun
 
 from asyncodebench.reports.compare import Run, compare_runs
 from asyncodebench.reports.htmlcompare import render_compare
 from asyncodebench.reports.htmlreport import main as htmlreport_main
 from asyncodebench.reports.htmlreport import render_report
 from asyncodebench.reports.synthetic import synthetic_report
-from conftest import ROOT, EvalRun
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "build" / "test-artifacts"

@@ -10,9 +10,16 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from conftest import (
+    FAST_FLAGS,
+    DemoDataset,
+    EvalRun,
+    example_predictions,
+    prediction,
+    run_evaluate,
+)
 
 from asyncodebench.reports.plots import plot_resolution, resolution_figure
-from conftest import FAST_FLAGS, DemoDataset, EvalRun, example_predictions, prediction, run_evaluate
 
 pytestmark = pytest.mark.docker
 

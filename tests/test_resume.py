@@ -11,9 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import (FAST_FLAGS, DemoDataset, evaluate_command, example_predictions, jsonl, run_containers,
-                      run_evaluate, script_env, without_run_metadata)
+from conftest import (
+    FAST_FLAGS,
+    DemoDataset,
+    evaluate_command,
+    example_predictions,
+    jsonl,
+    run_containers,
+    run_evaluate,
+    script_env,
+    without_run_metadata,
+)
 
 pytestmark = pytest.mark.docker
 

@@ -16,8 +16,15 @@ from asyncodebench.reports.htmlreport import render_report
 from asyncodebench.reports.report import build_report, code_span, markdown, summarize
 from asyncodebench.reports.synthetic import synthetic_inputs
 from asyncodebench.run.predictions import Prediction, PredictionFile
-from asyncodebench.scoring.review import (REVIEW_CAP, TEXT_LIMIT, added_lines, line_markers, patch_flags,
-                                          review_patches, review_prediction)
+from asyncodebench.scoring.review import (
+    REVIEW_CAP,
+    TEXT_LIMIT,
+    added_lines,
+    line_markers,
+    patch_flags,
+    review_patches,
+    review_prediction,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_PATCHES = sorted((ROOT / "data" / "demo" / "patches").glob("*.patch"))

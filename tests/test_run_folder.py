@@ -14,10 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import (
+    DEMO_TASK_ID,
+    ROOT,
+    DemoDataset,
+    EvalRun,
+    evaluate_command,
+    example_predictions,
+    jsonl,
+    run_containers,
+    run_evaluate,
+    script_env,
+    wait_for,
+    write_variant_dataset,
+)
 
 from asyncodebench.run.runfolder import container_key
-from conftest import (DEMO_TASK_ID, ROOT, DemoDataset, EvalRun, evaluate_command, example_predictions, jsonl,
-                      run_containers, run_evaluate, script_env, wait_for, write_variant_dataset)
 
 pytestmark = pytest.mark.docker
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DEMO_DIR, DEMO_TASK_ID, ROOT, DemoDataset, script_env
 
 pytestmark = pytest.mark.docker

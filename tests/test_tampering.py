@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from asyncodebench.harness.checks import examine_probes
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
-from asyncodebench.scoring.tampering import examine, examine_probes, sentinel_name, terminal_counts
+from asyncodebench.scoring.tampering import examine, sentinel_name, terminal_counts
 
 TOKEN = "0123456789abcdef"
 SENTINELS = {outcome: f"tests/test_{TOKEN}.py::{sentinel_name(TOKEN, outcome)}"

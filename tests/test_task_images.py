@@ -15,9 +15,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import (
+    DEMO_DIR,
+    DEMO_TASK_ID,
+    SCRIPTS,
+    DemoDataset,
+    RebuiltDemo,
+    script_env,
+    write_variant_dataset,
+)
 
 from asyncodebench.images import recipes
-from conftest import DEMO_DIR, DEMO_TASK_ID, SCRIPTS, DemoDataset, RebuiltDemo, script_env, write_variant_dataset
 
 COMMIT0_TASKS = sorted(p.stem for p in (DEMO_DIR.parent / "tasks").glob("*.yaml")
                        if not p.name.endswith((".image.yaml", ".audit.yaml"))

@@ -3,24 +3,18 @@
 The evaluator runs on the base state (overlays applied, no patch) exactly as on a prediction. Its skipped + xfailed
 count, the node ids it skipped or xfailed, and its total are the floor every prediction of the task is held to, and
 its counts are compared with the task's recorded initial counts: a difference is an image problem, reported with
-the run, not a model failure. The record is kept in the run folder (`baselines/<task>.json`), so resuming and
+the run, not a model failure. The run keeps the record in its folder (`run/baselines.py`), so resuming and
 rescoring use the same floor.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from asyncodebench.run import store
 from asyncodebench.harness.evaluation import Workbench
-from asyncodebench.scoring.tampering import examine
-from asyncodebench.scoring.grading import Baseline, normalize_report
 from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
-
-
-def baseline_path(run_dir: Path, task_id: str) -> Path:
-    return run_dir / "baselines" / f"{task_id.replace(':', '__').replace('/', '_')}.json"
+from asyncodebench.scoring.grading import Baseline, normalize_report
+from asyncodebench.scoring.tampering import examine
 
 
 def measure(bench: Workbench) -> dict[str, Any]:
@@ -60,26 +54,6 @@ def _matches(counts: dict[str, int] | None, recorded: tuple[dict[str, int], ...]
     if not recorded:
         return None
     return counts is not None and any(all(counts[k] == snapshot[k] for k in COUNT_KEYS) for snapshot in recorded)
-
-
-def recorded(run_dir: Path, spec: TaskSpec) -> dict[str, Any] | None:
-    """The record this run already holds for the task's image, or None when it must be measured."""
-    path = baseline_path(run_dir, spec.task_id)
-    if path.exists():
-        record = store.read_json(path)
-        if record.get("pinned_ref") == spec.pinned_ref:
-            return record
-    return None
-
-
-def save(run_dir: Path, record: dict[str, Any]) -> None:
-    store.write_json(baseline_path(run_dir, record["task_id"]), record)
-
-
-def load(run_dir: Path, spec: TaskSpec) -> Baseline | None:
-    """The floor of decision 9 for scoring (and rescoring); None when the run has no baseline for the task."""
-    path = baseline_path(run_dir, spec.task_id)
-    return from_record(store.read_json(path), spec) if path.exists() else None
 
 
 def from_record(record: dict[str, Any], spec: TaskSpec) -> Baseline | None:

@@ -16,14 +16,30 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
-from asyncodebench.harness.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
-from asyncodebench.harness.patches import patch_bytes, touched_paths
+from asyncodebench.harness.integration import (
+    SERIAL_PROTOCOLS,
+    AgentArtifact,
+    Integration,
+    integration_from_record,
+)
 from asyncodebench.harness.probes import ProbeRun, run_probes
-from asyncodebench.harness.sandbox import IO_DIR, Limits, Sandbox, SandboxUnavailableError, base_volume
+from asyncodebench.harness.sandbox import (
+    IO_DIR,
+    Limits,
+    Sandbox,
+    SandboxUnavailableError,
+    base_volume,
+)
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.harness.workspace import (
-    Preparation, PytestRun, prepare, prepare_inputs, run_pytest, stopped_by_timeout,
+    Preparation,
+    PytestRun,
+    prepare,
+    prepare_inputs,
+    run_pytest,
+    stopped_by_timeout,
 )
+from asyncodebench.scoring.patches import patch_bytes, touched_paths
 
 STEPS_AT_ONCE = 2  # containers one prediction runs at the same time
 INTEGRATED_RECORD_CAP_BYTES = 200_000_000

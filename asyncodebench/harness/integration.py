@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
-from asyncodebench.harness.patches import outside_scope, patch_text, touched_paths
 from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.scoring.patches import outside_scope, patch_text, touched_paths
 
 INTEGRATED_PROTOCOLS = ("serial_specialists", "async_private", "caid_manager")
 SERIAL_PROTOCOLS = ("serial_specialists",)  # agents build on the integrated state; the others work privately

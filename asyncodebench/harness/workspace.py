@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench.harness.sandbox import (
-    BASE_DIR, IO_DIR, OVERSIZED, SANDBOX_GID, SANDBOX_UID, Sandbox, SandboxUnavailableError,
+    BASE_DIR,
+    IO_DIR,
+    OVERSIZED,
+    SANDBOX_GID,
+    SANDBOX_UID,
+    Sandbox,
+    SandboxUnavailableError,
 )
 
 SCRIPTS_DIR = Path(__file__).resolve().parent / "incontainer"  # copied into containers, never imported here

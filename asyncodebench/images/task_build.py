@@ -19,10 +19,16 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any
 
 from asyncodebench.images import demo
-from asyncodebench.images.demo import DemoImageError, add_bytes, docker, local_image_id, sha256_file
+from asyncodebench.images.demo import (
+    DemoImageError,
+    add_bytes,
+    docker,
+    local_image_id,
+    sha256_file,
+)
 from asyncodebench.images.recipes import DOCKERFILE, Recipe
 
 LOCAL_BASE = "local"  # --base local: the Debian base made here with mmdebstrap

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from asyncodebench.harness.checks import audit_flags, examine_evidence
 from asyncodebench.harness.evaluation import Evidence, Settings, evaluate_patch
 from asyncodebench.harness.probes import selector_results
 from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
 from asyncodebench.images.task_build import GIT_ENV, BuildError, fetch, git
 from asyncodebench.scoring.grading import SelectorResult, group_state, normalize_report
-from asyncodebench.scoring.tampering import audit_flags, examine_evidence
 
 STATES = ("base", "reference")
 GROUPS = ("upstream", "downstream", "integrated")

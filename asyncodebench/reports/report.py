@@ -13,9 +13,9 @@ from collections import defaultdict
 from statistics import fmean
 from typing import Any
 
-from asyncodebench.scoring.metrics import MeanEstimate, macro_mean
-from asyncodebench.run.predictions import PredictionFile
 from asyncodebench.dataset.validation import validator
+from asyncodebench.run.predictions import PredictionFile
+from asyncodebench.scoring.metrics import MeanEstimate, macro_mean
 
 REPORT_SCHEMA_VERSION = "1.0"
 NOTES = [

@@ -14,7 +14,12 @@ from typing import Any
 
 from asyncodebench.reports.report import build_report
 from asyncodebench.run.predictions import PredictionFile
-from asyncodebench.scoring.metrics import CheckpointRecord, DependencyOutcome, DependencyPoint, run_metrics
+from asyncodebench.scoring.metrics import (
+    CheckpointRecord,
+    DependencyOutcome,
+    DependencyPoint,
+    run_metrics,
+)
 
 PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
 MODELS = ("synth-model-a", "synth-model-b", "synth-model-c")

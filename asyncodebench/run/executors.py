@@ -13,17 +13,29 @@ differ only in where the work runs:
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
-from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
-from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull
-from asyncodebench.run.work import (TRIES, Job, Outcome, attempts_failed, base_state_named, evaluate_prediction,
-                                    measure_baseline, prediction_named, say_retry)
+from asyncodebench.harness.sandbox import (
+    SandboxUnavailableError,
+    docker_client,
+    remove_run_containers,
+)
+from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.run.config import RunConfig, RunState
+from asyncodebench.run.work import (
+    TRIES,
+    Job,
+    Outcome,
+    Record,
+    attempts_failed,
+    base_state_named,
+    check_image,
+    evaluate_prediction,
+    measure_baseline,
+    prediction_named,
+    say_retry,
+)
 
-if TYPE_CHECKING:
-    from asyncodebench.run.runner import RunConfig, RunState
-
-Record = Callable[[Job, Outcome], None]
 T = TypeVar("T")
 
 
@@ -44,7 +56,9 @@ class Executor(Protocol):
 
 def open_executor(config: RunConfig, state: RunState) -> Executor:
     if config.executor == "ray":
-        from asyncodebench.run.ray_executor import RayExecutor  # lazy: Ray is an optional extra
+        from asyncodebench.run.ray_executor import (
+            RayExecutor,  # lazy: Ray is an optional extra
+        )
 
         return RayExecutor(config, state)
     return LocalExecutor(config, state)
@@ -132,14 +146,3 @@ def with_tries(attempt: Callable[[], T], failure: Callable[[T], str | None], wha
         if len(failures) == TRIES:
             return result, failures
         say_retry(what, failures)
-
-
-def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:
-    """The task's pinned image on this daemon, pulled by digest when missing and allowed."""
-    try:
-        status = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
-        if status.state != MATCH and allow_pull:
-            status = pull(client, spec.task_id, spec.image, spec.pinned_ref)
-    except Exception as exc:  # the daemon went away after the ping: an infrastructure failure, reported
-        status = ImageStatus(spec.task_id, spec.pinned_ref, UNREACHABLE, (), f"the Docker daemon failed: {exc}")
-    return status

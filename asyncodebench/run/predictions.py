@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
 from asyncodebench.dataset.validation import validator
+from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
 
 PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
 

@@ -23,18 +23,24 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from asyncodebench.harness.evaluation import STEPS_AT_ONCE
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run import ray_node
+from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.ray_node import NodeResult
-from asyncodebench.run.work import TRIES, Job, Outcome, attempts_failed, base_state_named, prediction_named, say_retry
-from asyncodebench.scoring.results import infrastructure_result
-
-if TYPE_CHECKING:
-    from asyncodebench.run.executors import Record
-    from asyncodebench.run.runner import RunConfig, RunState
+from asyncodebench.run.results import infrastructure_result
+from asyncodebench.run.work import (
+    TRIES,
+    Job,
+    Outcome,
+    Record,
+    attempts_failed,
+    base_state_named,
+    prediction_named,
+    say_retry,
+)
 
 DOCKER_RESOURCE = "docker"  # offered by the nodes that have a Docker Engine; every task asks for a sliver of it
 DOCKER_SHARE = 0.001
@@ -265,7 +271,9 @@ class RayExecutor:
     def _request(self, containers: int) -> dict[str, float]:
         """What one task needs on a node: the CPUs and memory of the containers it runs at once, and a sliver of
         the Docker marker (plus any custom resources the run asks for)."""
-        from docker.utils import parse_bytes  # as the SDK reads the container's memory limit
+        from docker.utils import (
+            parse_bytes,  # as the SDK reads the container's memory limit
+        )
 
         limits = self.config.settings.limits
         return {"CPU": containers * limits.cpus, "memory": float(containers * parse_bytes(limits.memory)),

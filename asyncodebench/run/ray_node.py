@@ -30,12 +30,23 @@ from typing import Any
 
 import asyncodebench
 from asyncodebench.harness.evaluation import Settings
-from asyncodebench.harness.sandbox import LABEL_OWNER, LABEL_RUN, SandboxUnavailableError, docker_client, set_owner
-from asyncodebench.harness.sandbox import remove_run_containers
+from asyncodebench.harness.sandbox import (
+    LABEL_OWNER,
+    LABEL_RUN,
+    SandboxUnavailableError,
+    docker_client,
+    remove_run_containers,
+    set_owner,
+)
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images.digests import MATCH, ImageStatus
-from asyncodebench.run.executors import check_image
-from asyncodebench.run.work import Job, Outcome, evaluate_prediction, measure_baseline
+from asyncodebench.run.work import (
+    Job,
+    Outcome,
+    check_image,
+    evaluate_prediction,
+    measure_baseline,
+)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.run import store
-from asyncodebench.harness.evaluation import Settings
 from asyncodebench.dataset.rows import LOCAL, PublishedRows
+from asyncodebench.harness.evaluation import Settings
+from asyncodebench.run import store
 
 LOCK, SETTINGS = "run.lock", "settings.json"
 SETTINGS_VERSION = 1

@@ -10,82 +10,32 @@ import datetime as dt
 import platform
 import shutil
 import sys
-import threading
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from asyncodebench import __version__
+from asyncodebench.dataset.rows import load_published
 from asyncodebench.harness import baseline
 from asyncodebench.harness.evaluation import Settings
-from asyncodebench.images.digests import ImageStatus
-from asyncodebench.harness.overlays import OverlayError, OverlaySource
-from asyncodebench.harness.patches import patch_bytes
-from asyncodebench.run.predictions import PredictionFile, read_predictions
-from asyncodebench.dataset.rows import PublishedRows, load_published
-from asyncodebench.run.runfolder import SettingsChangedError, container_key, differences, read_settings, settings_record
-from asyncodebench.run.runfolder import write_settings
+from asyncodebench.harness.overlays import OverlayError
 from asyncodebench.harness.sandbox import Limits
-from asyncodebench.scoring.results import infrastructure_result, score
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images import image_map
-from asyncodebench.run import store
+from asyncodebench.run import baselines, store
+from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.executors import Executor, open_executor
+from asyncodebench.run.predictions import read_predictions
+from asyncodebench.run.results import infrastructure_result, score
+from asyncodebench.run.runfolder import (
+    SettingsChangedError,
+    differences,
+    read_settings,
+    settings_record,
+    write_settings,
+)
 from asyncodebench.run.work import Job, Outcome, without_unmeasured
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything a run needs; the CLI only fills this in."""
-
-    predictions: Path
-    dataset: str
-    revision: str | None
-    run_id: str
-    output_dir: Path
-    max_workers: int | None = None  # predictions at once (None: 1 locally; on Ray, as many as the cluster fits)
-    executor: str = "local"  # local | ray: where predictions are evaluated (executors.py); results are the same
-    ray_address: str | None = None  # the Ray cluster to use (None: $RAY_ADDRESS, else the one started here)
-    ray_resources: tuple[tuple[str, float], ...] = ()  # extra custom resources every Ray task asks for
-    tasks: tuple[str, ...] = ()
-    default_protocol: str | None = None
-    force: bool = False
-    rescore: bool = False
-    pull: bool = False
-    overlays_dir: Path | None = None  # a checkout of the upstream repository: overlays read offline from it
-    overlays_url: str | None = None  # else fetched from here (None: $ASYNCODEBENCH_OVERLAYS_URL or upstream)
-    images: Path | None = None  # an image map: rebuilt images to run instead of the rows' official ones
-    settings: Settings = field(default_factory=Settings)
-
-    @property
-    def run_dir(self) -> Path:
-        return self.output_dir / self.run_id
-
-    @property
-    def label(self) -> str:
-        """The key of this run folder's containers and volumes (label value, name part): never shared with a run of
-        the same id in another output folder. `run_id` stays the id users see."""
-        return container_key(self.run_dir, self.run_id)
-
-    @property
-    def overlay_source(self) -> OverlaySource:
-        return OverlaySource(directory=self.overlays_dir, url=self.overlays_url)
-
-
-@dataclass
-class RunState:
-    """What a run found and did, handed to the report."""
-
-    published: PublishedRows
-    specs: dict[str, TaskSpec]
-    file: PredictionFile
-    images: dict[str, ImageStatus]
-    started_at: str
-    baselines: dict[str, dict[str, Any] | str] = field(default_factory=dict)  # record, or why it could not run
-    mapped_images: dict[str, dict[str, Any]] = field(default_factory=dict)  # the --images entries, by task
-    evaluated_now: int = 0
-    skipped_finished: int = 0
-    stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: record nothing more
+from asyncodebench.scoring.patches import patch_bytes
 
 
 def now() -> str:
@@ -180,7 +130,7 @@ def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[s
     else:
         _evaluate_all(config, state, folders, progress)
     for task_id in state.specs:  # measured by this run or an earlier, interrupted one
-        path = baseline.baseline_path(config.run_dir, task_id)
+        path = baselines.baseline_path(config.run_dir, task_id)
         if task_id not in state.baselines and path.exists():
             state.baselines[task_id] = store.read_json(path)
     return [store.read_json(folders[p.line] / store.RESULT) for p in state.file.predictions
@@ -192,7 +142,7 @@ def _rescore(config: RunConfig, state: RunState, folders: dict[int, Path]) -> No
         folder = folders[prediction.line]
         if (folder / store.EXECUTION).exists():
             spec = state.specs[prediction.task_id]
-            floor = baseline.load(config.run_dir, spec)
+            floor = baselines.load(config.run_dir, spec)
             result = score(spec, prediction, store.load_evidence(folder), floor)
             store.write_result(folder, without_unmeasured(result, config.settings))
 
@@ -236,14 +186,14 @@ def _measure_baselines(executor: Executor, config: RunConfig, state: RunState,
     for task_id, task_overlays in sorted(overlays.items()):
         if isinstance(task_overlays, str):
             continue
-        record = baseline.recorded(config.run_dir, state.specs[task_id])
+        record = baselines.recorded(config.run_dir, state.specs[task_id])
         if record is None:
             wanted[task_id] = task_overlays
         else:
             state.baselines[task_id] = record
     for task_id, record in executor.measure_baselines(wanted).items():
         if isinstance(record, dict):
-            baseline.save(config.run_dir, record)
+            baselines.save(config.run_dir, record)
         state.baselines[task_id] = record
 
 

@@ -12,17 +12,29 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from asyncodebench.harness import baseline
-from asyncodebench.harness.evaluation import Evidence, Settings, State, Workbench, evaluate_patch
+from asyncodebench.harness.evaluation import (
+    Evidence,
+    Settings,
+    State,
+    Workbench,
+    evaluate_patch,
+)
 from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS, plan_artifacts
-from asyncodebench.harness.patches import patch_bytes
 from asyncodebench.harness.sandbox import SandboxUnavailableError
 from asyncodebench.harness.spec import TaskSpec
-from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.images.digests import (
+    MATCH,
+    UNREACHABLE,
+    ImageStatus,
+    local_status,
+    pull,
+)
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.scoring.results import infrastructure_result, score
+from asyncodebench.run.results import infrastructure_result, score
+from asyncodebench.scoring.patches import patch_bytes
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,9 @@ class Outcome:
     def infrastructure_kind(self) -> str | None:
         error = self.result.get("infrastructure_error")
         return error["kind"] if error else None
+
+
+Record = Callable[[Job, Outcome], None]  # how an executor hands an outcome back to the driver, in its thread
 
 
 TRIES = 3  # attempts of one piece of work that meets a daemon failure, on any executor, before it is recorded as one
@@ -161,3 +176,14 @@ def without_unmeasured(result: dict[str, Any], settings: Settings) -> dict[str, 
                                for d in metrics.get("dependencies", [])]
     result["run_metrics"] = metrics
     return result
+
+
+def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:
+    """The task's pinned image on this daemon, pulled by digest when missing and allowed."""
+    try:
+        status = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
+        if status.state != MATCH and allow_pull:
+            status = pull(client, spec.task_id, spec.image, spec.pinned_ref)
+    except Exception as exc:  # the daemon went away after the ping: an infrastructure failure, reported
+        status = ImageStatus(spec.task_id, spec.pinned_ref, UNREACHABLE, (), f"the Docker daemon failed: {exc}")
+    return status

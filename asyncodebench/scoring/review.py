@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from asyncodebench.harness.patches import c_unquote
+from asyncodebench.scoring.patches import c_unquote
 
 REVIEW_CAP = 100
 """How many flags a result record keeps (its `count` is always complete)."""

@@ -19,11 +19,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from asyncodebench.harness.evaluation import Evidence
-from asyncodebench.harness.probes import ProbeRun
 from asyncodebench.scoring.grading import failed_collectors as collectors_failed
 
 SENTINEL_OUTCOMES = ("passed", "failed", "error", "skipped")  # the launcher adds one test of each
@@ -188,56 +186,6 @@ def _count(summary: Mapping[str, Any], key: str) -> int:
 
 def _said(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {key}" for key, n in counts.items() if n) or "nothing"
-
-
-def examine_probes(run: ProbeRun | None, where: str) -> tuple[ProbeRun | None, list[dict[str, str]]]:
-    """A state's probe run with the sentinels taken out, and what contradicts itself in each of its processes.
-
-    The tests of a process whose evidence contradicts itself count as not passed (METRICS decision 11): their
-    outcome becomes `tampered`, which no probe selector reads as passed.
-    """
-    if run is None:
-        return None, []
-    calls, found = [], []
-    for call in run.calls:
-        report = {"summary": call.summary, "tests": list(call.tests)}
-        check = examine(report if call.summary is not None else None, call.exit_code, call.output_tail,
-                        call.sentinel, call.failed_collectors)
-        tests = tuple((check.report or report)["tests"])
-        if check.tampering:
-            tests = tuple({**t, "outcome": "tampered"} for t in tests)
-            found += [{"process": f"{where} probes {', '.join(call.selectors)[:200]}", "reason": reason}
-                      for reason in check.tampering]
-        calls.append(replace(call, tests=tests))
-    return replace(run, calls=tuple(calls)), found
-
-
-def examine_evidence(evidence: Evidence) -> tuple[Evidence, list[dict[str, str]]]:
-    """The evidence as grading reads it (sentinels out, exit codes as pytest would give them without them, the
-    tests of contradicting probe processes not passed), and every contradiction found, per process."""
-    check = examine(evidence.report, evidence.exit_code, evidence.output, evidence.sentinel)
-    found = [{"process": "evaluator", "reason": reason} for reason in check.tampering]
-    probes, final_found = examine_probes(evidence.probes, "final state")
-    states = []
-    for step, state in enumerate(evidence.states, start=1):
-        state_probes, state_found = examine_probes(state.probes, f"state {step} ({state.checkpoint_type})")
-        states.append(replace(state, probes=state_probes))
-        found += state_found
-    clean = replace(evidence, report=check.report, exit_code=check.exit_code, probes=probes, states=tuple(states))
-    return clean, found + final_found
-
-
-def audit_flags(evidence: Evidence) -> list[dict[str, str]]:
-    """What the launcher's audit hook saw code of the work tree do, per process: flags for review, never a score.
-
-    Only lines carrying the process's own secret count; the probe processes keep only their output's tail."""
-    found = [{"process": "evaluator", "event": e} for e in audit_events(evidence.output, evidence.sentinel)]
-    runs = [("final state", evidence.probes)] + [(f"state {step} ({state.checkpoint_type})", state.probes)
-                                                 for step, state in enumerate(evidence.states, start=1)]
-    for where, run in runs:
-        for call in run.calls if run else ():
-            found += [{"process": f"{where} probes", "event": e} for e in audit_events(call.output_tail, call.sentinel)]
-    return list({(f["process"], f["event"]): f for f in found}.values())[:AUDIT_LISTED]
 
 
 def audit_events(output: str, token: str | None) -> list[str]:

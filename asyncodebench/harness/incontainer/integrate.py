@@ -12,7 +12,8 @@ import json
 import os
 import sys
 
-from prepare import Config, canonical_state, copy_image_tree, git as git_with
+from prepare import Config, canonical_state, copy_image_tree
+from prepare import git as git_with
 
 CFG = None
 

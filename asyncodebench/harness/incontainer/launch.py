@@ -48,6 +48,7 @@ def main():
     insert_before_site_packages(outside)
 
     import importlib
+
     import pytest
     # Registered as objects, not with -p: -p would import them again after the tree is on sys.path (and warn that
     # they were imported before the assertion rewriter, which `filterwarnings = error` turns into an error).

@@ -6,18 +6,27 @@ import datetime as dt
 from dataclasses import asdict
 from typing import Any
 
-from asyncodebench.scoring.checkpoints import CheckpointContext, build_checkpoint_record, record_to_checkpoint
+from asyncodebench.harness.checks import audit_flags, examine_evidence
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.integration import Integration
-from asyncodebench.scoring.grading import (Baseline, grade, integrity_failure, normalize_report,
-                                          skip_integrity_record)
-from asyncodebench.harness.patches import outside_scope
-from asyncodebench.scoring.metrics import run_metrics, sad_proxy_candidates
-from asyncodebench.run.predictions import Prediction
-from asyncodebench.scoring.review import review_prediction
 from asyncodebench.harness.probes import ProbeRun, selector_results
 from asyncodebench.harness.spec import TaskSpec
-from asyncodebench.scoring.tampering import audit_flags, examine_evidence
+from asyncodebench.run.predictions import Prediction
+from asyncodebench.scoring.checkpoints import (
+    CheckpointContext,
+    build_checkpoint_record,
+    record_to_checkpoint,
+)
+from asyncodebench.scoring.grading import (
+    Baseline,
+    grade,
+    integrity_failure,
+    normalize_report,
+    skip_integrity_record,
+)
+from asyncodebench.scoring.metrics import run_metrics, sad_proxy_candidates
+from asyncodebench.scoring.patches import outside_scope
+from asyncodebench.scoring.review import review_prediction
 
 RESULT_SCHEMA_VERSION = "1.0"
 TAMPERING_LISTED = 50  # contradictions kept in a result (each names its process)
