@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
+from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.dataset.rows import (
     DEFAULT_DATASET,
     DEFAULT_REVISION,
@@ -60,7 +61,6 @@ from asyncodebench.run.runner import (
     run_metadata,
 )
 
-PROTOCOLS = ["single", "serial_specialists", "async_private", "caid_manager", "async_manager"]
 EXIT_OK, EXIT_INVALID_LINES, EXIT_BAD_ARGUMENTS, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_TERMINATED = 143
 

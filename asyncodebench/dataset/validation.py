@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 
 from asyncodebench.dataset.problems import Problem, SourceError
+from asyncodebench.dataset.protocols import MULTI_AGENT_PROTOCOLS, PROTOCOLS
 from asyncodebench.dataset.sources import Rows
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
@@ -22,7 +23,6 @@ ROW_SCHEMAS = {"tasks": "task", "scenarios": "scenario", "dependencies": "depend
 ID_FIELDS = {"tasks": "task_id", "scenarios": "scenario_id", "dependencies": "dependency_id"}
 # Row fields computed from other fields: when their source is invalid, only the source's problem is reported.
 DERIVED_FROM = {"container_pinned_ref": {"container_image", "container_digest"}}
-MULTI_AGENT_PROTOCOLS = ("serial_specialists", "async_private", "caid_manager", "async_manager")
 
 
 @cache
@@ -154,7 +154,8 @@ def _scenario_problems(rows: Rows, tasks: dict[str, dict[str, Any]]) -> list[Pro
             problems.append(Problem(origin, scenario["scenario_id"], "assignments", "single agent paths differ from the task's"))
     per_task = Counter(s["task_id"] for s in rows.scenarios)
     problems += [
-        Problem(rows.origin.get(t, "scenarios"), t, "scenarios", f"{per_task.get(t, 0)} scenarios, expected 5")
-        for t in tasks if per_task.get(t, 0) != 5
+        Problem(rows.origin.get(t, "scenarios"), t, "scenarios",
+                f"{per_task.get(t, 0)} scenarios, expected {len(PROTOCOLS)}")
+        for t in tasks if per_task.get(t, 0) != len(PROTOCOLS)
     ]
     return problems

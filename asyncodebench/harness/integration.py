@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
+from asyncodebench.dataset.protocols import (
+    INTEGRATED_PROTOCOLS as INTEGRATED_PROTOCOLS,  # named here for callers
+)
+from asyncodebench.dataset.protocols import SERIAL_PROTOCOLS as SERIAL_PROTOCOLS
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.scoring.patches import outside_scope, patch_text, touched_paths
-
-INTEGRATED_PROTOCOLS = ("serial_specialists", "async_private", "caid_manager")
-SERIAL_PROTOCOLS = ("serial_specialists",)  # agents build on the integrated state; the others work privately
 
 
 @dataclass(frozen=True)

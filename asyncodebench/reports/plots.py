@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.dataset.protocols import display_name
+
 GROUPS = ("integrated", "upstream", "downstream")
 # Integrated first and widest, so upstream and downstream stay visible on top of it when the three coincide.
 STYLE = {
@@ -77,7 +79,7 @@ def resolution_figure(predictions: list[dict[str, Any]]):
                 values = group_curves[group]
                 panel.plot(range(1, len(values) + 1), values, label=f"{group} probes", **STYLE[group])
             count = group_curves["predictions"]
-            panel.set_title(f"{_short(model)}\n{protocol}" + (f" ({count} runs)" if count > 1 else ""),
+            panel.set_title(f"{_short(model)}\n{display_name(protocol)}" + (f" ({count} runs)" if count > 1 else ""),
                             fontsize=7, parse_math=False)
         for panel in axes.flat[len(curves):]:
             panel.set_visible(False)

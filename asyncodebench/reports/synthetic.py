@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.reports.report import build_report
 from asyncodebench.run.predictions import PredictionFile
 from asyncodebench.scoring.metrics import (
@@ -21,7 +22,6 @@ from asyncodebench.scoring.metrics import (
     run_metrics,
 )
 
-PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
 MODELS = ("synth-model-a", "synth-model-b", "synth-model-c")
 SKILL = (0.45, 0.6, 0.75)  # chance that a contract holds at the end, by model (in turn)
 PROTOCOL_EFFECT = {"single": 0.05, "serial_specialists": 0.0, "async_private": -0.1, "caid_manager": -0.03,

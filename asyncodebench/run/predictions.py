@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.dataset.protocols import INTEGRATED_PROTOCOLS, PROTOCOLS
 from asyncodebench.dataset.validation import validator
-from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
-
-PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
 
 
 @dataclass(frozen=True)
