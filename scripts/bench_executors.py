@@ -46,7 +46,8 @@ NODES = {"node-a": (1, {"one": 1, "pair": 1}), "node-b": (1, {"pair": 1}), "node
 def demo_dataset(out: Path) -> Path:
     from asyncodebench.dataset.build import build_task_rows
     from asyncodebench.dataset.export import write_rows
-    from asyncodebench.images.demo import DEMO_TASK_YAML, build, registry_port_from_env
+    from asyncodebench.images.demo import DEMO_TASK_YAML, build
+    from asyncodebench.images.registry import registry_port_from_env
 
     image = build(registry_port_from_env())
     write_rows(build_task_rows(DEMO_TASK_YAML, ROOT / "data" / "protocols.yaml", digest=image.digest), out)

@@ -18,14 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from asyncodebench.images.demo import (
-        DEMO_TASK_YAML,
-        REGISTRY_PORT_ENV,
-        DemoImageError,
-        build,
-        registry_port_from_env,
-        write_digest,
-    )
+    from asyncodebench.images.demo import DEMO_TASK_YAML, build, write_digest
+    from asyncodebench.images.registry import REGISTRY_PORT_ENV, registry_port_from_env
+    from asyncodebench.images.toolkit import ImageBuildError
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=None,
@@ -44,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_digest:
             changed = write_digest(built.digest)
             print(f"{DEMO_TASK_YAML}: {'updated' if changed else 'already pinned'}", file=sys.stderr)
-    except DemoImageError as exc:
+    except ImageBuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(built.pinned_ref)

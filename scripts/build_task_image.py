@@ -23,13 +23,12 @@ import time
 from pathlib import Path
 
 from asyncodebench.images import recipes, task_build
-from asyncodebench.images.demo import (
+from asyncodebench.images.registry import (
     REGISTRY_PORT_ENV,
-    DemoImageError,
-    cache_dir,
     ensure_registry,
     registry_port_from_env,
 )
+from asyncodebench.images.toolkit import ImageBuildError, cache_dir
 
 DEFAULT_MAP = Path("build/rebuilt-images.json")
 
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             registry = f"127.0.0.1:{port}"
         built = task_build.build(recipe, args.repo or recipe.repository_url, args.base, registry, cache_dir(),
                                  no_cache=args.no_cache)
-    except (task_build.BuildError, DemoImageError) as exc:
+    except (task_build.BuildError, ImageBuildError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
     task_build.record(args.map, built)

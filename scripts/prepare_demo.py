@@ -14,7 +14,8 @@ from pathlib import Path
 
 from asyncodebench.dataset.build import build_task_rows
 from asyncodebench.dataset.export import write_rows
-from asyncodebench.images.demo import DEMO_TASK_YAML, build, registry_port_from_env
+from asyncodebench.images.demo import DEMO_TASK_YAML, build
+from asyncodebench.images.registry import registry_port_from_env
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "data" / "protocols.yaml"
 

@@ -39,10 +39,11 @@ if [[ ! -x "$python" ]]; then
 fi
 PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
 import sys
-from asyncodebench.images.demo import DemoImageError, ensure_registry
+from asyncodebench.images.registry import ensure_registry
+from asyncodebench.images.toolkit import ImageBuildError
 try:
     ensure_registry(int(sys.argv[1]))
-except DemoImageError as exc:
+except ImageBuildError as exc:
     sys.exit(f"error: {exc}")
 ' "$port"
 echo "docker: up; registry: http://127.0.0.1:$port/v2/" >&2

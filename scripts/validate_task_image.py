@@ -35,8 +35,8 @@ from asyncodebench.harness.sandbox import (
 )
 from asyncodebench.harness.spec import COUNT_KEYS
 from asyncodebench.images import validation
-from asyncodebench.images.demo import cache_dir
 from asyncodebench.images.task_build import BuildError
+from asyncodebench.images.toolkit import cache_dir
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -307,7 +307,8 @@ def demo_dataset(services: None, tmp_path_factory: pytest.TempPathFactory) -> De
     """What scripts/prepare_demo.py does: build and push the demo image, write its rows pinned to the digest."""
     from asyncodebench.dataset.build import build_task_rows
     from asyncodebench.dataset.export import write_rows
-    from asyncodebench.images.demo import DEMO_TASK_YAML, build, registry_port_from_env
+    from asyncodebench.images.demo import DEMO_TASK_YAML, build
+    from asyncodebench.images.registry import registry_port_from_env
 
     image = build(registry_port_from_env())
     out = tmp_path_factory.mktemp("demo-dataset")

@@ -15,6 +15,7 @@ import yaml
 from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
 from asyncodebench.images import demo as demo_image
 from asyncodebench.images.demo import DEMO_DIR, make_base_repo
+from asyncodebench.images.registry import registry_port_from_env
 
 TASK = yaml.safe_load((DEMO_DIR / "task.yaml").read_text())
 PATCHES = DEMO_DIR / "patches"
@@ -163,7 +164,7 @@ def test_write_digest_changes_only_the_digest_line(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def built_image(services: None) -> demo_image.BuiltImage:
     # `services` (tests/conftest.py) starts dockerd and the registry, or fails: the Docker tests never skip.
-    return demo_image.build(demo_image.registry_port_from_env())
+    return demo_image.build(registry_port_from_env())
 
 
 def _run_in(pinned_ref: str, script: str) -> subprocess.CompletedProcess:
@@ -173,7 +174,7 @@ def _run_in(pinned_ref: str, script: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.docker
 def test_image_is_pushed_and_pinned_by_digest(built_image: demo_image.BuiltImage) -> None:
-    port = demo_image.registry_port_from_env()
+    port = registry_port_from_env()
     assert built_image.pinned_ref == f"127.0.0.1:{port}/asyncodebench/demo-minicache@{built_image.digest}"
     tag = f"127.0.0.1:{port}/asyncodebench/demo-minicache:v0"
     repo_digests = json.loads(subprocess.run(["docker", "image", "inspect", "--format", "{{json .RepoDigests}}",
@@ -183,7 +184,7 @@ def test_image_is_pushed_and_pinned_by_digest(built_image: demo_image.BuiltImage
 
 @pytest.mark.docker
 def test_rebuild_gives_the_same_digest(built_image: demo_image.BuiltImage) -> None:
-    assert demo_image.build(demo_image.registry_port_from_env()) == built_image
+    assert demo_image.build(registry_port_from_env()) == built_image
 
 
 @pytest.mark.docker

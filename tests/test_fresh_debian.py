@@ -23,7 +23,7 @@ from typing import Iterator
 
 import pytest
 
-from asyncodebench.images.demo import HOST_APT_SOURCES, cache_dir
+from asyncodebench.images.toolkit import HOST_APT_SOURCES, cache_dir
 
 pytestmark = [pytest.mark.fresh_debian, pytest.mark.docker]
 

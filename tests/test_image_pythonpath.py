@@ -15,7 +15,7 @@ import pytest
 from conftest import DemoDataset, EvalRun, prediction, write_variant_dataset
 from hostile_payloads import FAKE_PYTEST, PatchMaker
 
-from asyncodebench.images.demo import push_image
+from asyncodebench.images.registry import push_image
 
 pytestmark = pytest.mark.docker
 

@@ -21,15 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from asyncodebench.images import demo
-from asyncodebench.images.demo import (
-    DemoImageError,
+from asyncodebench.images import toolkit
+from asyncodebench.images.recipes import DOCKERFILE, Recipe
+from asyncodebench.images.registry import push_image
+from asyncodebench.images.toolkit import (
+    ImageBuildError,
     add_bytes,
     docker,
     local_image_id,
     sha256_file,
 )
-from asyncodebench.images.recipes import DOCKERFILE, Recipe
 
 LOCAL_BASE = "local"  # --base local: the Debian base made here with mmdebstrap
 LOCAL_BASE_PACKAGES = ("python3", "python3-venv", "git", "ca-certificates")
@@ -62,8 +63,8 @@ class BuiltTaskImage:
 
 def _step(cmd: list[str], what: str, hint: str, **kwargs: Any) -> str:
     try:
-        return demo.run_step(cmd, what, hint, **kwargs).stdout.strip()
-    except DemoImageError as exc:
+        return toolkit.run_step(cmd, what, hint, **kwargs).stdout.strip()
+    except ImageBuildError as exc:
         raise BuildError(str(exc)) from exc
 
 
@@ -123,17 +124,17 @@ def testbed_at(mirror_dir: Path, revision: str, dest: Path) -> None:
 def local_base(cache: Path) -> str:
     """The offline base: Debian's Python, venv and git from mmdebstrap, loaded with a fixed config (stable id)."""
     try:
-        rootfs = demo.build_rootfs(cache, LOCAL_BASE_PACKAGES, ())
-    except DemoImageError as exc:
+        rootfs = toolkit.build_rootfs(LOCAL_BASE_PACKAGES, (), cache)
+    except ImageBuildError as exc:
         raise BuildError(str(exc)) from exc
     layer = f"sha256:{sha256_file(rootfs)}"
     tag = f"{LOCAL_BASE_REPOSITORY}:bookworm-{layer[7:19]}"
     config = json.dumps({
-        "architecture": "amd64", "os": "linux", "created": demo.FIXED_DATE.replace("+00:00", "Z"),
+        "architecture": "amd64", "os": "linux", "created": toolkit.FIXED_DATE.replace("+00:00", "Z"),
         "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
                    "Cmd": ["/bin/bash"]},
         "rootfs": {"type": "layers", "diff_ids": [layer]},
-        "history": [{"created_by": f"mmdebstrap {demo.DEBIAN_SUITE} + {' '.join(LOCAL_BASE_PACKAGES)}"}],
+        "history": [{"created_by": f"mmdebstrap {toolkit.DEBIAN_SUITE} + {' '.join(LOCAL_BASE_PACKAGES)}"}],
     }, sort_keys=True, separators=(",", ":")).encode()
     if local_image_id(tag) != f"sha256:{hashlib.sha256(config).hexdigest()}":
         manifest = [{"Config": "config.json", "RepoTags": [tag], "Layers": ["rootfs/layer.tar"]}]
@@ -150,7 +151,7 @@ def local_base(cache: Path) -> str:
 def _docker(*args: str, stdin: IO[bytes] | None = None) -> str:
     try:
         return docker(*args, stdin=stdin)
-    except DemoImageError as exc:
+    except ImageBuildError as exc:
         raise BuildError(str(exc)) from exc
 
 
@@ -218,8 +219,8 @@ def _python_version(ref: str) -> str:
 def push(tag: str) -> str:
     """Push and return `repo@sha256:...`."""
     try:
-        digest = demo.push_image(tag)
-    except DemoImageError as exc:
+        digest = push_image(tag)
+    except ImageBuildError as exc:
         raise BuildError(str(exc)) from exc
     return f"{tag.rsplit(':', 1)[0]}@{digest}"
 
