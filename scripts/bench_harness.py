@@ -8,7 +8,7 @@
     removal) divided by the bare evaluator command run with `docker exec` in an already running container of the
     same image, gold patch applied (median of --repeats);
 (b) probe phase: the batched `run_probes` against one pytest process per selector (the upstream method, reference
-    in tests/per_selector.py); the statuses are asserted equal;
+    in tests/helpers/per_selector_probes.py); the statuses are asserted equal;
 (c) throughput (demo task only): predictions per minute of scripts/evaluate.py on 12 demo predictions,
     --max-workers 1 and 2.
 The bare evaluator runs as the harness runs it (in the work tree, with PYTHONPATH=<work tree>/src:<work tree>, on
@@ -33,7 +33,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's package, and the per-selector reference
 
-from per_selector import ReferenceBox  # noqa: E402
+from helpers.per_selector_probes import ReferenceBox  # noqa: E402
 
 from asyncodebench.dataset.rows import load_published  # noqa: E402
 from asyncodebench.harness.evaluation import Settings, Workbench, evaluate_patch  # noqa: E402

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
 from bench_harness import DEMO_TASK, demo_dataset, task_spec  # noqa: E402
-from hostile_tree_payloads import added, deep_path, many_files  # noqa: E402
+from helpers.payloads.tree import added, deep_path, many_files  # noqa: E402
 
 from asyncodebench.harness.evaluation import Settings, Workbench  # noqa: E402
 from asyncodebench.harness.sandbox import (  # noqa: E402

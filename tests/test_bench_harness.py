@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_DIR, ROOT, DemoDataset, script_env, write_variant_dataset
+from helpers.checkout import DEMO_DIR, ROOT, script_env
+from helpers.dataset_folders import DemoDataset, write_variant_dataset
 
 pytestmark = pytest.mark.docker
 

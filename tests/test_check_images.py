@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DEMO_TASK_ID, ROOT, DemoDataset, script_env, write_variant_dataset
+from helpers.checkout import DEMO_TASK_ID, ROOT, script_env
+from helpers.dataset_folders import DemoDataset, write_variant_dataset
 
 pytestmark = pytest.mark.docker
 

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DEMO_TASK_ID, ROOT, jsonl, prediction, script_env
+from helpers.checkout import DEMO_TASK_ID, ROOT, script_env
+from helpers.predictions import jsonl, prediction
 
 from asyncodebench import cli
 from asyncodebench.dataset.rows import load_published

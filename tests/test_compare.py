@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, SCRIPTS, script_env
+from helpers.checkout import ROOT, SCRIPTS, script_env
 from scipy import stats
 
 from asyncodebench.dataset.validation import validator

@@ -1,8 +1,8 @@
 """`load_dataset(..., streaming=True)` through the Hub API gives the same rows as a normal load, for every config.
 
 Streaming reads the Parquet files by byte ranges. olah ignores `Range`, so the stream goes through a front that
-honours it (tests/range_proxy.py), as the real Hub does, and the test counts the ranged answers to prove that
-streaming really read the files in parts. The normal load goes to olah directly. Both run in subprocesses because
+honours it (tests/helpers/range_proxy.py), as the real Hub does, and the test counts the ranged answers to prove
+that streaming really read the files in parts. The normal load goes to olah directly. Both run in subprocesses because
 `datasets` and `huggingface_hub` read `HF_ENDPOINT` when they are imported.
 """
 
@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from range_proxy import ServedRange, serve_ranges  # tests/range_proxy.py
+from helpers.range_proxy import (  # tests/helpers/range_proxy.py
+    ServedRange,
+    serve_ranges,
+)
 
 from asyncodebench.dataset import hub_mirror
 from asyncodebench.dataset.export import PARQUET_NAME

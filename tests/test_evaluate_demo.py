@@ -10,7 +10,8 @@ import json
 
 import pytest
 import yaml
-from conftest import DEMO_DIR, DEMO_TASK_ID, EvalRun
+from helpers.checkout import DEMO_DIR, DEMO_TASK_ID
+from helpers.demo_run import EvalRun
 
 from asyncodebench.harness.workspace import KILL_GRACE_SECONDS
 

@@ -1,6 +1,6 @@
 """Evaluated code cannot change its own grade (the grading-integrity attack suite).
 
-73 hostile predictions (tests/hostile_payloads.py and the modules it takes more from: 9 attack classes, on final
+73 hostile predictions (tests/helpers/payloads/hostile.py and the modules it takes more from: 9 attack classes, on final
 patches, checkpoint states and agent patches) run in ONE evaluate.py run with three workers, beside the empty patch
 (what the base state honestly scores) and the gold patch. Each hostile one must: get no final success, score no
 more pass rate and ADPR than the base state, resolve no dependency the base state does not, and stay a scored model
@@ -19,17 +19,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import (
-    DemoDataset,
-    EvalRun,
-    evaluate_command,
-    jsonl,
-    prediction,
-    run_containers,
-    script_env,
-)
-from hostile_payloads import HOST_MARKER, PatchMaker, Payload, payloads
-from hostile_tamper_payloads import IN_PROCESS, SWARMS
+from helpers.checkout import script_env
+from helpers.containers import run_containers
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import EvalRun, evaluate_command
+from helpers.payloads.hostile import HOST_MARKER, PatchMaker, Payload, payloads
+from helpers.payloads.tamper import IN_PROCESS, SWARMS
+from helpers.predictions import jsonl, prediction
 
 pytestmark = pytest.mark.docker
 
@@ -235,11 +231,11 @@ def test_the_report_shows_integrity_and_scope_flags(hostile_run: EvalRun) -> Non
     assert "integrity_skip_inflation" in markdown and "path(s) outside the writable paths" in markdown
 
 
-# --- decision 12: skips and xfails compared by test id (tests/hostile_skip_payloads.py) -------------------------
+# --- decision 12: skips and xfails compared by test id (tests/helpers/payloads/skip.py) -------------------------
 
-from conftest import DemoDataset as _DemoDataset  # noqa: E402  (appended section)
-from conftest import run_evaluate
-from hostile_skip_payloads import SKIP_PAYLOADS  # noqa: E402
+from helpers.dataset_folders import DemoDataset as _DemoDataset  # noqa: E402  (appended section)
+from helpers.demo_run import run_evaluate  # noqa: E402
+from helpers.payloads.skip import SKIP_PAYLOADS  # noqa: E402
 
 DEMO_BASELINE = "baselines/asyncodebench-demo__minicache.json"
 DEMO_FAILING = 18  # tests the demo's base state fails, every one of which the skip payloads turn into a skip or xfail
@@ -392,9 +388,9 @@ def test_a_reforking_swarm_is_ended_before_the_report_is_written(hostile_run: Ev
         (d, *(steps[-1][g] for g in groups)) for d, steps in base_trace.items()}
 
 
-# --- attack class 8: the preparation itself (tests/hostile_tree_payloads.py, issue 16) -------------------------
+# --- attack class 8: the preparation itself (tests/helpers/payloads/tree.py, issue 16) -------------------------
 
-from hostile_tree_payloads import (  # noqa: E402  (appended section)
+from helpers.payloads.tree import (  # noqa: E402  (appended section)
     ATTRIBUTES,
     MANY_BYTECODE,
     MANY_FILES,

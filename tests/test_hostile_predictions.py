@@ -10,14 +10,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import (
-    LATIN1_PATCH,
-    SHARED_RUN_MEMORY,
-    SHARED_RUN_PIDS,
-    EvalRun,
-    example_predictions,
-)
-from hostile_tamper_payloads import SWARMS
+from helpers.demo_run import SHARED_RUN_MEMORY, SHARED_RUN_PIDS, EvalRun
+from helpers.payloads.tamper import SWARMS
+from helpers.predictions import LATIN1_PATCH, example_predictions
 
 pytestmark = pytest.mark.docker
 
@@ -38,7 +33,7 @@ def test_every_hostile_line_is_evaluated_not_an_infrastructure_error(shared_demo
 
 
 def test_the_demo_completes_on_a_loaded_machine_with_no_infrastructure_error(shared_demo_run: EvalRun) -> None:
-    """The shared run goes on beside a CPU load (conftest.CpuLoad): every prediction is a verdict, none an
+    """The shared run goes on beside a CPU load (helpers.load.CpuLoad): every prediction is a verdict, none an
     infrastructure error, at a load average of at least 4x the CPU count."""
     load = shared_demo_run.extra["sampler"].max_load_average
     assert load >= 4 * len(os.sched_getaffinity(0)), load

@@ -9,16 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
-    DEMO_DIR,
-    DEMO_TASK_ID,
-    ROOT,
-    DemoDataset,
-    EvalRun,
-    RebuiltDemo,
-    prediction,
-    script_env,
-)
+from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, ROOT, script_env
+from helpers.dataset_folders import DemoDataset, RebuiltDemo
+from helpers.demo_run import EvalRun
+from helpers.predictions import prediction
 
 GOLD = (DEMO_DIR / "patches" / "gold.patch").read_text()
 

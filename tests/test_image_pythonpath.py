@@ -12,8 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import DemoDataset, EvalRun, prediction, write_variant_dataset
-from hostile_payloads import FAKE_PYTEST, PatchMaker
+from helpers.dataset_folders import DemoDataset, write_variant_dataset
+from helpers.demo_run import EvalRun
+from helpers.payloads.hostile import FAKE_PYTEST, PatchMaker
+from helpers.predictions import prediction
 
 from asyncodebench.images.registry import push_image
 

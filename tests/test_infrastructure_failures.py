@@ -17,21 +17,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from conftest import (
-    DEMO_TASK_ID,
-    FAST_FLAGS,
-    ROOT,
-    DemoDataset,
-    EvalRun,
-    evaluate_command,
-    example_predictions,
-    jsonl,
-    prediction,
-    run_evaluate,
-    script_env,
-    write_variant_dataset,
-)
-from second_daemon import Daemon
+from helpers.checkout import DEMO_TASK_ID, ROOT, script_env
+from helpers.daemon import Daemon
+from helpers.dataset_folders import DemoDataset, write_variant_dataset
+from helpers.demo_run import FAST_FLAGS, EvalRun, evaluate_command, run_evaluate
+from helpers.predictions import example_predictions, jsonl, prediction
 
 from asyncodebench.run.runfolder import container_key
 

@@ -8,16 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import (
-    ROOT,
-    DemoDataset,
-    evaluate_command,
-    example_predictions,
-    jsonl,
-    run_containers,
-    script_env,
-    wait_for,
-)
+from helpers.checkout import ROOT, script_env
+from helpers.containers import run_containers
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import evaluate_command
+from helpers.polling import wait_for
+from helpers.predictions import example_predictions, jsonl
 
 pytestmark = pytest.mark.docker
 

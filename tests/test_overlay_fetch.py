@@ -21,18 +21,9 @@ from typing import Any, Iterator
 import jsonschema
 import pytest
 import yaml
-from conftest import (
-    DEMO_DIR,
-    PROTOCOLS_FILE,
-    ROOT,
-    SCRIPTS,
-    script_env,
-    write_variant_dataset,
-)
-from test_overlays import (  # the demo's overlay: one extra test file
-    OVERLAY,
-    OVERLAY_PATH,
-)
+from helpers.checkout import DEMO_DIR, PROTOCOLS_FILE, ROOT, SCRIPTS, script_env
+from helpers.dataset_folders import write_variant_dataset
+from helpers.demo_overlay import OVERLAY, OVERLAY_PATH  # one extra test file
 
 from asyncodebench.dataset.build import build_task_rows
 from asyncodebench.harness.overlays import (

@@ -8,27 +8,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from conftest import (
-    DEMO_DIR,
-    DEMO_TASK_ID,
-    FAST_FLAGS,
-    DemoDataset,
-    EvalRun,
-    prediction,
-    write_variant_dataset,
-)
+from helpers.checkout import DEMO_DIR, DEMO_TASK_ID
+from helpers.dataset_folders import DemoDataset, write_variant_dataset
+from helpers.demo_overlay import OVERLAY, OVERLAY_PATH
+from helpers.demo_run import FAST_FLAGS, EvalRun
+from helpers.predictions import prediction
 
 pytestmark = pytest.mark.docker
 
-OVERLAY_PATH = "data/overlays/demo/0001-extra-test.patch"
-OVERLAY = b"""diff --git a/tests/test_overlay.py b/tests/test_overlay.py
-new file mode 100644
---- /dev/null
-+++ b/tests/test_overlay.py
-@@ -0,0 +1,2 @@
-+def test_overlay_is_applied():
-+    assert True
-"""
 GOLD = (DEMO_DIR / "patches" / "gold.patch").read_text()
 # Deletes the overlay's test: restored from the canonical (base + overlays) state before grading.
 DELETE_OVERLAY_TEST = """diff --git a/tests/test_overlay.py b/tests/test_overlay.py

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from conftest import DEMO_TASK_ID, DemoDataset, EvalRun, jsonl, prediction
+from helpers.checkout import DEMO_TASK_ID
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import EvalRun
+from helpers.predictions import jsonl, prediction
 
 from asyncodebench.run.predictions import read_predictions
 

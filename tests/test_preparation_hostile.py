@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from hostile_payloads import PatchMaker
-from hostile_tree_payloads import (
+from helpers.payloads.hostile import PatchMaker
+from helpers.payloads.tree import (
     ATTRIBUTES,
     ODD_SYMLINKS,
     TEST_API,

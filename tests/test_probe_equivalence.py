@@ -8,8 +8,8 @@ import dataclasses
 from typing import Iterator
 
 import pytest
-from conftest import DEMO_DIR
-from per_selector import ReferenceBox
+from helpers.checkout import DEMO_DIR
+from helpers.per_selector_probes import ReferenceBox
 
 from asyncodebench.harness.evaluation import Settings, Workbench
 from asyncodebench.harness.probes import selector_results

@@ -24,22 +24,20 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 import pytest
-from conftest import (
+from helpers.checkout import ROOT, script_env
+from helpers.containers import run_containers
+from helpers.daemon import Daemon
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import (
     FAST_FLAGS,
-    ROOT,
     SHARED_RUN_MEMORY,
     SHARED_RUN_PIDS,
-    DemoDataset,
     EvalRun,
     evaluate_command,
-    example_predictions,
-    jsonl,
-    run_containers,
     run_evaluate,
-    script_env,
-    wait_for,
 )
-from second_daemon import Daemon
+from helpers.polling import wait_for
+from helpers.predictions import example_predictions, jsonl
 
 from asyncodebench.run.local_ray import LocalCluster
 from asyncodebench.run.ray_node import owner_of, remove_orphans

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from conftest import DEMO_DIR, DEMO_TASK_ID, FAST_FLAGS, ROOT, DemoDataset, EvalRun
+from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, ROOT
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import FAST_FLAGS, EvalRun
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, EvalRun
+from helpers.checkout import ROOT
+from helpers.demo_run import EvalRun
 
 from asyncodebench.reports.compare import Run, compare_runs
 from asyncodebench.reports.htmlcompare import render_compare

@@ -10,14 +10,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from conftest import (
-    FAST_FLAGS,
-    DemoDataset,
-    EvalRun,
-    example_predictions,
-    prediction,
-    run_evaluate,
-)
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import FAST_FLAGS, EvalRun, run_evaluate
+from helpers.predictions import example_predictions, prediction
 
 from asyncodebench.reports.plots import plot_resolution, resolution_figure
 

@@ -11,17 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
+from helpers.checkout import script_env
+from helpers.containers import run_containers
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import (
     FAST_FLAGS,
-    DemoDataset,
     evaluate_command,
-    example_predictions,
-    jsonl,
-    run_containers,
     run_evaluate,
-    script_env,
     without_run_metadata,
 )
+from helpers.predictions import example_predictions, jsonl
 
 pytestmark = pytest.mark.docker
 

@@ -14,20 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
-    DEMO_TASK_ID,
-    ROOT,
-    DemoDataset,
-    EvalRun,
-    evaluate_command,
-    example_predictions,
-    jsonl,
-    run_containers,
-    run_evaluate,
-    script_env,
-    wait_for,
-    write_variant_dataset,
-)
+from helpers.checkout import DEMO_TASK_ID, ROOT, script_env
+from helpers.containers import run_containers
+from helpers.dataset_folders import DemoDataset, write_variant_dataset
+from helpers.demo_run import EvalRun, evaluate_command, run_evaluate
+from helpers.polling import wait_for
+from helpers.predictions import example_predictions, jsonl
 
 from asyncodebench.run.runfolder import container_key
 

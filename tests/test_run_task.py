@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DEMO_DIR, DEMO_TASK_ID, ROOT, DemoDataset, script_env
+from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, ROOT, script_env
+from helpers.dataset_folders import DemoDataset
 
 pytestmark = pytest.mark.docker
 

@@ -15,15 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import (
-    DEMO_DIR,
-    DEMO_TASK_ID,
-    SCRIPTS,
-    DemoDataset,
-    RebuiltDemo,
-    script_env,
-    write_variant_dataset,
-)
+from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, SCRIPTS, script_env
+from helpers.dataset_folders import DemoDataset, RebuiltDemo, write_variant_dataset
 
 from asyncodebench.images import recipes
 

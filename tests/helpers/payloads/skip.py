@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostile_payloads import (
+from helpers.payloads.hostile import (
     API,
     CORE,
     PatchMaker,

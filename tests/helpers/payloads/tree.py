@@ -13,9 +13,9 @@ refuses a bogus encoding), and hand-written hunks of thousands of files cost not
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
-from hostile_payloads import (
+from helpers.checkout import DEMO_DIR
+from helpers.payloads.hostile import (
     API,
     CORE,
     PatchMaker,
@@ -28,7 +28,7 @@ from hostile_payloads import (
 TREE_ATTACK_CLASS = 8
 TEST_CORE = "tests/test_core.py"
 TEST_API = "tests/test_api.py"
-GOLD = Path(__file__).resolve().parent.parent / "data" / "demo" / "patches" / "gold.patch"
+GOLD = DEMO_DIR / "patches" / "gold.patch"
 DEEP_LEVELS = 1100
 MANY_FILES = 60_000
 MANY_BYTECODE = 30_000

@@ -1,6 +1,6 @@
 """The upstream way to probe (METRICS 0.1 step 1): one pytest process per selector, read with `selector_status`.
 
-Kept in tests/ as the reference the harness must agree with; the package does not ship it. It runs the way the
+Kept with the tests as the reference the harness must agree with; the package does not ship it. It runs the way the
 upstream harness does, in a plain container of the task image (root, writable image filesystem, the state set up
 with git), so comparing it with `Workbench.probe` checks both the batching (METRICS decision 8) and that the
 harness's isolation leaves honest statuses unchanged. Used by tests/test_probe_equivalence.py and

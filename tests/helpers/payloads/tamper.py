@@ -9,7 +9,9 @@ exit hook that rewrite the report after the session (the last one consistently w
 
 from __future__ import annotations
 
-from hostile_payloads import (
+from typing import Any
+
+from helpers.payloads.hostile import (
     API,
     CORE,
     FAKE_REPORT,
@@ -200,3 +202,13 @@ def tamper_payloads(make: PatchMaker) -> list[Payload]:
         _checkpoint("agent_artifact", "agent_workspace", "core_agent", swarm),
         _checkpoint("final_integrated", "integrated_workspace", None, "")])))
     return found
+
+
+def reforking_swarms() -> list[dict[str, Any]]:
+    """The re-forking swarm of the hostile suite (final and checkpoint forms), so that it also races the launcher
+    on a loaded machine."""
+    maker = PatchMaker()
+    try:
+        return [p.line for p in tamper_payloads(maker) if p.name in SWARMS]
+    finally:
+        maker.close()

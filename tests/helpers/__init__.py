@@ -1,0 +1,1 @@
+"""What the tests share besides fixtures: paths, predictions, evaluate.py runs, datasets, daemons, load, payloads."""

@@ -1,0 +1,83 @@
+"""A loaded machine for a run (busy processes beside it), and a sampler of its containers' processes and memory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from helpers.containers import RUN_LABEL, container_cgroup_value
+
+
+class CpuLoad:
+    """Busy processes beside a run, so that it is tested on a loaded machine: they stop by themselves after
+    `seconds` (and when the block ends). They run under SCHED_IDLE: always runnable, so the load average (runnable
+    processes, whatever their priority) climbs to several times the CPU count, and they take every moment of CPU
+    the run leaves, while the run itself is scheduled first and finishes in reasonable time. No network."""
+
+    def __init__(self, processes: int = 24, seconds: int = 900) -> None:
+        self.processes, self.seconds = processes, seconds
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> CpuLoad:
+        # All on one CPU: the run has the other to itself, and takes this one whenever it wants it.
+        cpu = max(os.sched_getaffinity(0))
+        code = ("import os, time\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+                f"os.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + {self.seconds}\n"
+                "while time.time() < end: pass")
+        self._children = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(self.processes)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self._children:
+            child.kill()
+            child.wait()
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+class RunSampler:
+    """Samples the processes and memory of one run's containers (never the host's: other work shares it) in the
+    background while the run goes on. Peaks are what the kernel's counters say, per container."""
+
+    def __init__(self, run_id: str, interval: float = 0.1) -> None:
+        import docker
+
+        self.client = docker.from_env()
+        self.run_id, self.interval = run_id, interval
+        self.max_processes = 0  # in any one container of the run
+        self.max_memory = 0  # peak bytes charged to any one container of the run
+        self.max_load_average = 0.0  # the machine's, while the run goes on (the condition it ran under)
+        self.containers_seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _run_containers(self) -> list[str]:
+        listed = self.client.containers.list(sparse=True)
+        return [c.id for c in listed if (c.attrs.get("Labels") or {}).get(RUN_LABEL, "").startswith(f"{self.run_id}-")]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.max_load_average = max(self.max_load_average, load_average())
+            for container_id in self._run_containers():
+                pids = container_cgroup_value(container_id, "pids", ("pids.current",))
+                memory = container_cgroup_value(container_id, "memory", ("memory.max_usage_in_bytes",
+                                                                         "memory.peak", "memory.current"))
+                if pids is not None:
+                    self.containers_seen.add(container_id)
+                    self.max_processes = max(self.max_processes, pids)
+                self.max_memory = max(self.max_memory, memory or 0)
+            time.sleep(self.interval)
+
+    def __enter__(self) -> RunSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
