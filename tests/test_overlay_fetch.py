@@ -116,18 +116,18 @@ def test_fetched_overlay_is_verified_and_cached_then_read_from_the_cache_with_th
 ) -> None:
     spec = demo_spec((OVERLAY_PATH, OVERLAY_SHA256))
     cfg = config(tmp_path, overlays_url=upstream.base_url)
-    assert runner._load_overlays(cfg, spec) == {OVERLAY_PATH: OVERLAY}
+    assert runner.load_overlays(cfg, spec) == {OVERLAY_PATH: OVERLAY}
     assert upstream.hits == [f"/{UPSTREAM_COMMIT}/{OVERLAY_PATH}"]
     assert (isolated_cache / f"{OVERLAY_SHA256}.patch").read_bytes() == OVERLAY
 
     upstream.stop()  # the second call must not need the network
-    assert runner._load_overlays(cfg, spec) == {OVERLAY_PATH: OVERLAY}
+    assert runner.load_overlays(cfg, spec) == {OVERLAY_PATH: OVERLAY}
     assert len(upstream.hits) == 1
 
 
 def test_a_wrong_digest_is_refused_and_not_cached(upstream: Upstream, isolated_cache: Path, tmp_path: Path) -> None:
     spec = demo_spec((ALTERED_PATH, OVERLAY_SHA256))  # the server's file is not the pinned one
-    message = runner._load_overlays(config(tmp_path, overlays_url=upstream.base_url), spec)
+    message = runner.load_overlays(config(tmp_path, overlays_url=upstream.base_url), spec)
     assert isinstance(message, str) and "\n" not in message
     altered = hashlib.sha256(OVERLAY.replace(b"assert True", b"assert 1")).hexdigest()
     assert f"has sha256 {altered}, the row pins {OVERLAY_SHA256}" in message
@@ -137,7 +137,7 @@ def test_a_wrong_digest_is_refused_and_not_cached(upstream: Upstream, isolated_c
 
 def test_a_file_missing_upstream_is_a_404_message(upstream: Upstream, tmp_path: Path) -> None:
     spec = demo_spec((MISSING_PATH, OVERLAY_SHA256))
-    message = runner._load_overlays(config(tmp_path, overlays_url=upstream.base_url), spec)
+    message = runner.load_overlays(config(tmp_path, overlays_url=upstream.base_url), spec)
     assert isinstance(message, str) and "\n" not in message
     assert message.startswith(f"{spec.task_id}: overlay {MISSING_PATH} is not at ")
     assert "HTTP 404" in message and UPSTREAM_COMMIT in message and "--overlays-dir" in message
@@ -147,7 +147,7 @@ def test_an_unreachable_server_fails_fast_with_what_to_do(tmp_path: Path) -> Non
     spec = demo_spec((OVERLAY_PATH, OVERLAY_SHA256))
     port = closed_port()
     started = time.monotonic()
-    message = runner._load_overlays(config(tmp_path, overlays_url=f"http://127.0.0.1:{port}/x"), spec)
+    message = runner.load_overlays(config(tmp_path, overlays_url=f"http://127.0.0.1:{port}/x"), spec)
     assert time.monotonic() - started < 10
     assert isinstance(message, str) and "\n" not in message and "Traceback" not in message
     assert f"cannot reach 127.0.0.1:{port}" in message
@@ -182,7 +182,7 @@ def test_the_environment_variable_sets_the_base_url(
 ) -> None:
     monkeypatch.setenv(URL_VARIABLE, upstream.base_url + "/")
     cfg = config(tmp_path)
-    assert runner._load_overlays(cfg, demo_spec((OVERLAY_PATH, OVERLAY_SHA256))) == {OVERLAY_PATH: OVERLAY}
+    assert runner.load_overlays(cfg, demo_spec((OVERLAY_PATH, OVERLAY_SHA256))) == {OVERLAY_PATH: OVERLAY}
     assert cfg.overlay_source.describe()["url"] == upstream.base_url
 
 
@@ -192,9 +192,9 @@ def test_overlays_dir_still_works_offline_and_wins_over_the_url(tmp_path: Path) 
     (checkout / OVERLAY_PATH).write_bytes(OVERLAY)
     dead_url = f"http://127.0.0.1:{closed_port()}/x"
     spec = demo_spec((OVERLAY_PATH, OVERLAY_SHA256))
-    assert runner._load_overlays(config(tmp_path, overlays_dir=checkout, overlays_url=dead_url), spec) == {
+    assert runner.load_overlays(config(tmp_path, overlays_dir=checkout, overlays_url=dead_url), spec) == {
         OVERLAY_PATH: OVERLAY}
-    message = runner._load_overlays(config(tmp_path, overlays_dir=tmp_path / "empty"), spec)
+    message = runner.load_overlays(config(tmp_path, overlays_dir=tmp_path / "empty"), spec)
     assert isinstance(message, str) and "is not readable under" in message
 
 
@@ -208,7 +208,7 @@ def test_damaged_pins_are_refused_before_any_request(upstream: Upstream) -> None
 
 
 def test_a_task_without_overlays_needs_nothing(tmp_path: Path) -> None:
-    assert runner._load_overlays(config(tmp_path, overlays_url=f"http://127.0.0.1:{closed_port()}"),
+    assert runner.load_overlays(config(tmp_path, overlays_url=f"http://127.0.0.1:{closed_port()}"),
                                  demo_spec()) == {}
 
 
@@ -217,7 +217,7 @@ def test_an_overlay_failure_becomes_an_infrastructure_error_of_the_prediction(tm
     (no Docker client is even given)."""
     spec = demo_spec((MISSING_PATH, OVERLAY_SHA256))
     cfg = config(tmp_path, overlays_url=f"http://127.0.0.1:{closed_port()}")
-    message = runner._load_overlays(cfg, spec)
+    message = runner.load_overlays(cfg, spec)
     image = ImageStatus(spec.task_id, spec.pinned_ref, MATCH)
     prediction = Prediction(1, spec.task_id, "single", "m", None, "", (), {}, {})
     outcome = evaluate_prediction(None, Job(spec, prediction, cfg.settings, message, None, cfg.label), image)

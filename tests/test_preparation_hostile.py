@@ -56,7 +56,7 @@ from asyncodebench.harness.workspace import (
 from asyncodebench.images.demo import DEMO_REPO
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.results import score
-from asyncodebench.run.store import _preparation as stored_preparation
+from asyncodebench.run.store import stored_preparation
 
 pytestmark = pytest.mark.docker
 

@@ -261,19 +261,19 @@ def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_exe
 def test_a_stop_marker_turns_away_only_its_sessions_tasks_until_the_run_starts_again() -> None:
     """What Ctrl-C leaves on each node instead of cancelling Ray tasks (ray_node.cleanup_task with `stop`)."""
     from asyncodebench.run.ray_node import (
-        _refusal,
         cleanup_task,
         kit_fingerprint,
+        refusal,
         stop_marker,
     )
 
     label, kit = f"marker-{os.getpid()}", kit_fingerprint()
     try:
         cleanup_task(label, stop="s1")
-        assert _refusal(label, "s1", kit) == ("interrupted", "the run was interrupted (Ctrl-C)")
-        assert _refusal(label, "s2", kit) is None and _refusal(f"{label}-other", "s1", kit) is None
+        assert refusal(label, "s1", kit) == ("interrupted", "the run was interrupted (Ctrl-C)")
+        assert refusal(label, "s2", kit) is None and refusal(f"{label}-other", "s1", kit) is None
         cleanup_task(label)  # a run of this label starts (a resume): its markers go
-        assert _refusal(label, "s1", kit) is None and not stop_marker(label, "s1").exists()
+        assert refusal(label, "s1", kit) is None and not stop_marker(label, "s1").exists()
     finally:
         stop_marker(label, "s1").unlink(missing_ok=True)
 

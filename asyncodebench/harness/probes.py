@@ -66,7 +66,7 @@ def run_probes(execute: Execute, selectors: Sequence[str], probe_timeout: int) -
     if first is None:
         return None
     batch = _call(selectors, first, probe_timeout)
-    alone = selectors if not batch.normal else _slow_selectors(batch, probe_timeout)
+    alone = selectors if not batch.normal else slow_selectors(batch, probe_timeout)
     with ThreadPoolExecutor(max_workers=ALONE_AT_ONCE) as pool:
         runs = list(pool.map(lambda s: execute((s,)), alone))
     calls = [batch] + [_call((s,), run, probe_timeout) for s, run in zip(alone, runs)]
@@ -80,14 +80,14 @@ def _call(selectors: tuple[str, ...], run: PytestRun | None, timeout: int) -> Pr
     timed_out = (run.killed_by_watchdog or run.exit_code == -1
                  or stopped_by_timeout(run.exit_code, run.seconds, timeout))
     report = run.report or {}
-    tests = tuple(_node(t) for t in report.get("tests") or [] if isinstance(t, dict))
+    tests = tuple(read_node(t) for t in report.get("tests") or [] if isinstance(t, dict))
     summary = report.get("summary")
     return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), run.tail[-4000:],
                      dict(summary) if isinstance(summary, dict) else None, len(failed_collectors(report)),
                      run.sentinel)
 
 
-def _node(test: Mapping[str, Any]) -> dict[str, Any]:
+def read_node(test: Mapping[str, Any]) -> dict[str, Any]:
     """One test of a probe report; the report is the evaluated code's output, so every field is checked."""
     duration = 0.0
     for stage in ("setup", "call", "teardown"):
@@ -107,7 +107,7 @@ def _node(test: Mapping[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:
+def slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:
     """Selectors whose tests ran close to the per-selector limit: alone they might time out."""
     slow = []
     for selector in batch.selectors:

@@ -94,7 +94,7 @@ def stop_marker(label: str, session: str) -> Path:
     return Path(tempfile.gettempdir()) / f"asyncodebench-stop-{run}-{session}"
 
 
-def _refusal(label: str, session: str, driver_kit: str) -> tuple[str, str] | None:
+def refusal(label: str, session: str, driver_kit: str) -> tuple[str, str] | None:
     """Why this task must not run here: its run was interrupted, or this node has other code than the driver."""
     if stop_marker(label, session).exists():
         return ("interrupted", "the run was interrupted (Ctrl-C)")
@@ -103,7 +103,7 @@ def _refusal(label: str, session: str, driver_kit: str) -> tuple[str, str] | Non
 
 def evaluate_task(job: Job, allow_pull: bool, driver_kit: str, session: str) -> NodeResult:
     """A Ray task: evaluate one prediction on this node."""
-    if problem := _refusal(job.label, session, driver_kit):
+    if problem := refusal(job.label, session, driver_kit):
         return NodeResult(_node_id(), None, problem=problem)
     node_id, client, image = _prepare(job.spec, job.label, allow_pull)
     if client is None or image is None:
@@ -119,7 +119,7 @@ def evaluate_task(job: Job, allow_pull: bool, driver_kit: str, session: str) -> 
 def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict[str, bytes],
                   allow_pull: bool, driver_kit: str, session: str) -> NodeResult:
     """A Ray task: measure one task's base state on this node."""
-    if problem := _refusal(label, session, driver_kit):
+    if problem := refusal(label, session, driver_kit):
         return NodeResult(_node_id(), None, problem=problem)
     node_id, client, image = _prepare(spec, label, allow_pull)
     if client is None or image is None:

@@ -161,7 +161,7 @@ def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], 
         for prediction in pending:
             store.write_result(folders[prediction.line], infrastructure_result(prediction, *problem))
         return
-    overlays = {task_id: _load_overlays(config, state.specs[task_id]) for task_id in task_ids}
+    overlays = {task_id: load_overlays(config, state.specs[task_id]) for task_id in task_ids}
     try:
         _measure_baselines(executor, config, state, overlays)
         jobs = [Job(state.specs[p.task_id], p, config.settings, overlays[p.task_id],
@@ -197,7 +197,7 @@ def _measure_baselines(executor: Executor, config: RunConfig, state: RunState,
         state.baselines[task_id] = record
 
 
-def _load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
+def load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
     """The task's overlay patches by path, each verified by sha256, or what is wrong with them (one message)."""
     try:
         return config.overlay_source.load(spec.overlays)

@@ -102,12 +102,12 @@ def load_evidence(folder: Path) -> Evidence:
     report_path = folder / REPORT
     states_path = folder / STATES
     states = tuple(
-        StateEvidence(s["checkpoint_type"], s["workspace_kind"], s["agent_id"], _preparation(s["preparation"]),
+        StateEvidence(s["checkpoint_type"], s["workspace_kind"], s["agent_id"], stored_preparation(s["preparation"]),
                       _probes_from(s["probes"]))
         for s in (read_json(states_path) if states_path.exists() else [])
     )
     return Evidence(
-        preparation=_preparation(execution["preparation"]), exit_code=execution["exit_code"], timed_out=execution["timed_out"],
+        preparation=stored_preparation(execution["preparation"]), exit_code=execution["exit_code"], timed_out=execution["timed_out"],
         killed_by_watchdog=execution["killed_by_watchdog"], evaluator_seconds=execution["evaluator_seconds"],
         output=(folder / OUTPUT).read_text(encoding="utf-8", errors="replace"),
         report=read_json(report_path) if report_path.exists() else None,
@@ -117,7 +117,7 @@ def load_evidence(folder: Path) -> Evidence:
     )
 
 
-def _preparation(record: dict[str, Any]) -> Preparation:
+def stored_preparation(record: dict[str, Any]) -> Preparation:
     return Preparation(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()})
 
 
