@@ -23,6 +23,7 @@ from typing import Iterator
 
 import pytest
 
+from asyncodebench.files import atomic_path
 from asyncodebench.images.toolkit import HOST_APT_SOURCES, cache_dir
 
 pytestmark = [pytest.mark.fresh_debian, pytest.mark.docker]
@@ -61,14 +62,12 @@ def stock_rootfs() -> Path:
     tarball = cache_dir() / f"fresh-debian-{SUITE}-{KEY}.tar"
     if tarball.is_file():
         return tarball
-    partial = tarball.with_name(tarball.name + ".part")
-    cmd = ["mmdebstrap", "--format=tar", f"--variant={VARIANT}", "--include=" + ",".join(PACKAGES), SUITE,
-           str(partial)]
-    if HOST_APT_SOURCES.is_file():
-        cmd.append(str(HOST_APT_SOURCES))  # this machine's mirror, as the demo image uses
-    tarball.parent.mkdir(parents=True, exist_ok=True)
-    run(cmd, 900, "mmdebstrap (needs root and this machine's Debian mirror)", stdin=subprocess.DEVNULL)
-    os.replace(partial, tarball)
+    with atomic_path(tarball) as partial:
+        cmd = ["mmdebstrap", "--format=tar", f"--variant={VARIANT}", "--include=" + ",".join(PACKAGES), SUITE,
+               str(partial)]
+        if HOST_APT_SOURCES.is_file():
+            cmd.append(str(HOST_APT_SOURCES))  # this machine's mirror, as the demo image uses
+        run(cmd, 900, "mmdebstrap (needs root and this machine's Debian mirror)", stdin=subprocess.DEVNULL)
     return tarball
 
 

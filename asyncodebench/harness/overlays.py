@@ -22,13 +22,14 @@ import hashlib
 import http.client
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
+
+from asyncodebench.files import write_atomic
 
 UPSTREAM_REPOSITORY = "https://github.com/KaituoZhang/AsynCodeBench"
 UPSTREAM_COMMIT = "566c32b6f4ad209ecfe95f10970b02d4b79289c1"  # the upstream v0.4.1 task index
@@ -167,15 +168,7 @@ class OverlaySource:
     def _store(self, sha256: str, data: bytes) -> None:
         """Keep a verified file in the cache (atomically); a cache that cannot be written only costs a refetch."""
         try:
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=f".{sha256[:12]}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                os.replace(tmp, self.cache_dir / f"{sha256}.patch")
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomic(self.cache_dir / f"{sha256}.patch", data)
         except OSError:
             pass
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from asyncodebench.files import atomic_path
 from asyncodebench.images import toolkit
 from asyncodebench.images.recipes import DOCKERFILE, Recipe
 from asyncodebench.images.registry import push_image
@@ -85,12 +86,9 @@ def fetch(repo: str, revision: str, cache: Path, depth: int = 1) -> Path:
     key = hashlib.sha256(repo.encode()).hexdigest()[:16]
     git_dir = cache / "repos" / f"{Path(repo.rstrip('/')).name.removesuffix('.git')}-{key}.git"
     if not git_dir.is_dir():
-        partial = git_dir.with_name(git_dir.name + ".part")
-        shutil.rmtree(partial, ignore_errors=True)
-        git("init", "--quiet", "--bare", "--template=", str(partial))
-        git("--git-dir", str(partial), "remote", "add", "origin", repo)
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(partial, git_dir)
+        with atomic_path(git_dir) as partial:
+            git("init", "--quiet", "--bare", "--template=", str(partial))
+            git("--git-dir", str(partial), "remote", "add", "origin", repo)
     have = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{revision}~{depth - 1}^{{commit}}"],
                           capture_output=True, env={**os.environ, **GIT_ENV}, check=False).returncode == 0
     if not have:
@@ -247,8 +245,6 @@ def record(map_path: Path, built: BuiltTaskImage) -> None:
     data = json.loads(map_path.read_text()) if map_path.is_file() else {"schema_version": "1", "images": {}}
     data["images"][built.task_id] = built.map_entry()
     data["images"] = dict(sorted(data["images"].items()))
-    map_path.parent.mkdir(parents=True, exist_ok=True)
-    partial = map_path.with_name(map_path.name + ".part")
-    partial.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(partial, map_path)
+    with atomic_path(map_path) as partial:
+        partial.write_text(json.dumps(data, indent=2) + "\n")
 

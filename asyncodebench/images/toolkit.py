@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from asyncodebench.files import atomic_path
+
 # 2025-01-01T00:00:00Z: one date for the commit, the rootfs file times and the image config, so
 # nothing in the image depends on when it was built.
 FIXED_EPOCH = 1735689600
@@ -152,16 +154,14 @@ def build_rootfs(packages: tuple[str, ...], wheels: tuple[str, ...] = (), cache:
             for w in _download_wheels(cache / "wheels", wheels)
         )
         hooks.append(f"--customize-hook=mkdir -p \"$1/{SITE_PACKAGES}\" && {unpack}")
-    partial = tarball.with_name(tarball.name + ".part")
-    cmd = ["mmdebstrap", "--format=tar", f"--variant={DEBIAN_VARIANT}", "--include=" + ",".join(packages),
-           *hooks, DEBIAN_SUITE, str(partial)]
-    if HOST_APT_SOURCES.is_file():
-        cmd.append(str(HOST_APT_SOURCES))  # the machine's own mirror; no address written here
-    cache.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(FIXED_EPOCH)}
-    run_step(cmd, "mmdebstrap", "it needs root and a reachable Debian mirror (see /etc/apt/sources.list.d)",
-             env=env, stdin=subprocess.DEVNULL)
-    os.replace(partial, tarball)
+    with atomic_path(tarball) as partial:
+        cmd = ["mmdebstrap", "--format=tar", f"--variant={DEBIAN_VARIANT}", "--include=" + ",".join(packages),
+               *hooks, DEBIAN_SUITE, str(partial)]
+        if HOST_APT_SOURCES.is_file():
+            cmd.append(str(HOST_APT_SOURCES))  # the machine's own mirror; no address written here
+        run_step(cmd, "mmdebstrap", "it needs root and a reachable Debian mirror (see /etc/apt/sources.list.d)",
+                 env=env, stdin=subprocess.DEVNULL)
     return tarball
 
 

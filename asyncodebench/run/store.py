@@ -17,12 +17,11 @@ interrupted run (even `kill -9`) resumes without losing or recomputing finished 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.files import write_atomic
 from asyncodebench.harness.evaluation import Evidence, Preparation, StateEvidence
 from asyncodebench.harness.integration import AgentMerge, Integration
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
@@ -30,22 +29,6 @@ from asyncodebench.harness.probes import ProbeCall, ProbeRun
 PATCH, EXECUTION, OUTPUT, REPORT, PROBES = "patch.diff", "execution.json", "evaluator_output.txt", "report.json", "probes.json"
 CHECKPOINTS, RESULT = "dependency_probe_checkpoints.jsonl", "result.json"
 STATES = "states.json"
-
-
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write via a temporary file and a rename, so a reader (or a resumed run) never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -1,0 +1,51 @@
+"""Files and folders that appear whole or not at all: made under a temporary name beside their place, then renamed
+into it (a rename within one folder is atomic), so a reader, a resumed run or a second process never sees half of
+one. The one implementation every layer uses; it imports nothing of the package.
+
+(Code that runs inside task containers, `harness/incontainer/` and the sandbox's init script, cannot import the
+package and keeps its own rename.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write `data` (text as UTF-8, lone surrogates as the bytes they escape) to `path`, creating its folder: via a
+    temporary file, flushed to disk, then a rename. The file is created with mode 0600 (`tempfile.mkstemp`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """`with atomic_path(target) as partial:` make the file or folder `partial` (it does not exist yet; a tool may
+    write it); when the block ends without an exception it is renamed to `target`, else removed.
+
+    `partial` lies in a private temporary folder beside `target` (creating `target`'s folder), which is removed in
+    both cases. Renaming a folder onto an existing non-empty folder fails (OSError), as `os.replace` does.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part"))
+    try:
+        partial = scratch / path.name
+        yield partial
+        os.replace(partial, path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
