@@ -54,6 +54,18 @@ class Settings:
     run_probes: bool = True
     limits: Limits = field(default_factory=Limits)
 
+    def to_record(self) -> dict[str, Any]:
+        """The settings as a run folder records them (its `settings.json`; the report's `run.settings`)."""
+        return {"run_probes": self.run_probes, "timeout_seconds": self.timeout,
+                "probe_timeout_seconds": self.probe_timeout, "limits": asdict(self.limits)}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Settings:
+        """The settings `to_record` wrote (keys beyond them, such as a report's own, are ignored); a limit the record
+        predates takes its default."""
+        return cls(record["timeout_seconds"], record["probe_timeout_seconds"], record["run_probes"],
+                   Limits(**record["limits"]))
+
 
 @dataclass(frozen=True)
 class State:

@@ -16,7 +16,6 @@ import fcntl
 import hashlib
 import os
 import socket
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +77,7 @@ def settings_record(published: PublishedRows, settings: Settings,
         "version": SETTINGS_VERSION,
         "dataset": published.describe(),
         "mapped_images": mapped_images or {},
-        "run_probes": settings.run_probes,
-        "timeout_seconds": settings.timeout,
-        "probe_timeout_seconds": settings.probe_timeout,
-        "limits": asdict(settings.limits),
+        **settings.to_record(),
     }
 
 

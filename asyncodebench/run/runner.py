@@ -10,7 +10,7 @@ import datetime as dt
 import platform
 import shutil
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ from asyncodebench.dataset.rows import load_published
 from asyncodebench.harness import baseline
 from asyncodebench.harness.evaluation import Settings
 from asyncodebench.harness.overlays import OverlayError
-from asyncodebench.harness.sandbox import Limits
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images import image_map
 from asyncodebench.run import baselines, store
@@ -98,9 +97,7 @@ def claim_settings(config: RunConfig, state: RunState) -> RunConfig:
             raise SettingsChangedError(
                 f"--rescore: the results in {config.run_dir} were made with another dataset ({'; '.join(changed)}); "
                 "rescore with that dataset, or evaluate with this one under a new --run-id")
-        settings = Settings(recorded["timeout_seconds"], recorded["probe_timeout_seconds"], recorded["run_probes"],
-                            Limits(**recorded["limits"]))
-        return replace(config, settings=settings)
+        return replace(config, settings=Settings.from_record(recorded))
     if changed and not config.force:
         raise SettingsChangedError(
             f"the run folder {config.run_dir} holds results made with other settings, which this run would mix with "
@@ -215,11 +212,10 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
         "dataset": state.published.describe(),
         "predictions_file": {"path": state.file.path, "sha256": state.file.sha256},
         "overlays": config.overlay_source.describe(),
-        "settings": {"timeout_seconds": config.settings.timeout, "probe_timeout_seconds": config.settings.probe_timeout,
-                     "run_probes": config.settings.run_probes,
+        "settings": {**config.settings.to_record(),
                      "max_workers": config.max_workers or (1 if config.executor == "local" else None),
-                     "limits": asdict(config.settings.limits), "default_protocol": config.default_protocol,
-                     "tasks": list(config.tasks), "mode": "rescore" if config.rescore else "evaluate"},
+                     "default_protocol": config.default_protocol, "tasks": list(config.tasks),
+                     "mode": "rescore" if config.rescore else "evaluate"},
         "images": {t: s.as_dict() for t, s in sorted(state.images.items())},
         "image_sources": image_map.describe(state.specs, state.mapped_images),
         "baselines": {t: _baseline_summary(b) for t, b in sorted(state.baselines.items())},
