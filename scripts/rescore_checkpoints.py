@@ -26,7 +26,7 @@ from pathlib import Path
 from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.scoring.checkpoints import CheckpointFileError, load_checkpoint_file
-from asyncodebench.scoring.metrics import DependencyPoint, RunMetrics, run_metrics
+from asyncodebench.scoring.dependency import DependencyPoint, RunMetrics, run_metrics
 
 
 def table(metrics: RunMetrics) -> str:

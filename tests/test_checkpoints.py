@@ -17,8 +17,8 @@ from asyncodebench.scoring.checkpoints import (
     next_logical_step,
     probe_selectors,
 )
+from asyncodebench.scoring.dependency import DependencyPoint, run_metrics
 from asyncodebench.scoring.grading import SelectorResult, selector_status
-from asyncodebench.scoring.metrics import DependencyPoint, run_metrics
 
 DEPENDENCIES = [
     DependencyPoint.from_row({

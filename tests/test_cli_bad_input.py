@@ -26,8 +26,8 @@ from asyncodebench.scoring.checkpoints import (
     build_checkpoint_record,
     probe_selectors,
 )
+from asyncodebench.scoring.dependency import DependencyPoint
 from asyncodebench.scoring.grading import selector_status
-from asyncodebench.scoring.metrics import DependencyPoint
 
 KIT_TASK = "asyncodebench:cachetools"  # a task of the kit's own published rows (data/<config>/*.parquet)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from asyncodebench.harness.integration import merge_order, plan_artifacts
 from asyncodebench.harness.spec import Agent, TaskSpec
-from asyncodebench.scoring.metrics import DependencyPoint
+from asyncodebench.scoring.dependency import DependencyPoint
 from asyncodebench.scoring.patches import outside_scope, touched_paths
 
 

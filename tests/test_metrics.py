@@ -9,21 +9,20 @@ from pathlib import Path
 import pytest
 
 from asyncodebench.dataset.sources import dependency_rows, read_yaml
-from asyncodebench.scoring.metrics import (
+from asyncodebench.scoring.bootstrap import macro_mean
+from asyncodebench.scoring.dependency import (
     CheckpointRecord,
     DependencyOutcome,
     DependencyPoint,
     RunMetrics,
-    added_definitions,
-    macro_mean,
-    micro_adpr,
-    new_definitions,
-    observed_summary,
     penalized_cail,
-    producer_tokens,
     run_metrics,
-    sad_proxy_candidates,
     sort_checkpoints,
+)
+from asyncodebench.scoring.sad import (
+    new_definitions,
+    producer_tokens,
+    sad_proxy_candidates,
 )
 
 AGENT, INTEGRATED = "agent_workspace", "integrated_workspace"
@@ -114,11 +113,10 @@ def _final_only(passes: list[bool]) -> RunMetrics:
     return run_metrics([_checkpoint(1, INTEGRATED, states, final=True)], deps)
 
 
-def test_example_e_macro_and_micro_adpr_over_three_tasks() -> None:
+def test_example_e_macro_adpr_over_three_tasks() -> None:
     runs = [_final_only([True, True]), _final_only([True, False]), _final_only([False] * 4)]
     assert [run.adpr for run in runs] == [1.0, 0.5, 0.0]
     assert macro_mean([run.adpr for run in runs if run.adpr is not None]).mean == pytest.approx(0.5)
-    assert micro_adpr(runs) == pytest.approx(0.375)
     assert macro_mean([1.0, 0.0, 0.0]).mean == pytest.approx(1 / 3), "success rate over [T, F, F]"
 
 
@@ -201,7 +199,6 @@ def test_no_checkpoints_leaves_penalized_means_uncomputed() -> None:
 def test_no_dependency_points_gives_no_adpr() -> None:
     run = run_metrics([_checkpoint(1, INTEGRATED, {}, final=True)], [])
     assert run.adpr is None and run.drs_penalized_mean is None
-    assert math.isnan(micro_adpr([run])) and math.isnan(micro_adpr([]))
 
 
 def test_checkpoints_sort_by_step_then_recording_time() -> None:
@@ -214,13 +211,6 @@ def test_checkpoints_sort_by_step_then_recording_time() -> None:
 def test_logical_step_must_be_a_positive_int() -> None:
     with pytest.raises(ValueError, match="logical_step must be an int >= 1"):
         _checkpoint(0, AGENT, {})
-
-
-def test_observed_summary_never_counts_missing_values_as_zero() -> None:
-    summary = observed_summary([4, None, -1])
-    assert (summary.observed_count, summary.unobserved_count) == (2, 1)
-    assert (summary.minimum, summary.maximum, summary.mean) == (-1, 4, 1.5)
-    assert observed_summary([None]).mean is None
 
 
 # --- aggregation (decision 7) ----------------------------------------------------------------------------------
@@ -300,8 +290,8 @@ def test_producer_tokens_follow_the_token_rules() -> None:
     assert not tokens & {"src", "py", "tests", "contract"}, "short words and stopwords are dropped"
 
 
-def test_added_definitions_are_read_per_file_from_added_lines_only() -> None:
-    added = added_definitions(DIFF)
+def test_new_definitions_are_read_per_file_from_added_lines() -> None:
+    added = new_definitions(DIFF)
     assert added["src/cachetools/func.py"] == {"hashkey", "untypedkey", "tools", "lrucache"}
     assert added["src/cachetools/keys.py"] == {"hashkey"}
 
@@ -380,8 +370,6 @@ diff --git a/deprecated/sphinx.py b/deprecated/sphinx.py
 
 
 def test_sad_proxy_does_not_count_re_quoted_signatures_of_the_consumers_own_functions() -> None:
-    assert added_definitions(REQUOTED_SIGNATURES)["deprecated/sphinx.py"] == {
-        "versionadded", "versionchanged", "deprecated"}, "what the old rule counted: 3 candidates"
     assert new_definitions(REQUOTED_SIGNATURES) == {}
     assert sad_proxy_candidates(DEPRECATED_DEPS, REQUOTED_SIGNATURES) == []
 

@@ -15,7 +15,7 @@ from asyncodebench.harness.evaluation import Settings, Workbench
 from asyncodebench.harness.probes import selector_results
 from asyncodebench.harness.sandbox import Limits, docker_client, remove_run_containers
 from asyncodebench.harness.spec import TaskSpec
-from asyncodebench.scoring.metrics import DependencyPoint
+from asyncodebench.scoring.dependency import DependencyPoint
 
 pytestmark = pytest.mark.docker
 

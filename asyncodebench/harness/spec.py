@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asyncodebench.scoring.checkpoints import probe_selectors
-from asyncodebench.scoring.metrics import DependencyPoint
+from asyncodebench.scoring.dependency import DependencyPoint
 
 # Options of pytest that take the next token as their value (METRICS section 1.1).
 VALUE_OPTIONS = {

@@ -26,7 +26,7 @@ from typing import Any
 
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.paired import paired
-from asyncodebench.scoring.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from asyncodebench.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
 COMPARE_SCHEMA_VERSION = "1.0"
 BASELINE_PROTOCOL = "single"

@@ -2,7 +2,7 @@
 Wilcoxon signed-rank test.
 
 Pure functions over lists of per-task differences (b - a, one per task both sides scored). The interval reuses the
-report's bootstrap (`scoring.metrics.macro_mean`: 10,000 resamples, seed 42, percentile interval), applied to the
+report's bootstrap (`scoring.bootstrap.macro_mean`: 10,000 resamples, seed 42, percentile interval), applied to the
 differences: resampling tasks with replacement and keeping each task's pair together is the same as resampling the
 differences. Both tests are exact and two-sided; a zero difference carries no sign, so both drop it (Wilcoxon's
 original rule) and the caller states how many there were.
@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from asyncodebench.scoring.metrics import macro_mean
+from asyncodebench.scoring.bootstrap import macro_mean
 
 EXACT_WILCOXON_LIMIT = 50
 """Above this many non-zero differences the signed-rank distribution is approximated by a normal one (the exact

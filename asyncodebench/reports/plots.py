@@ -42,12 +42,6 @@ def share_curves(predictions: list[dict[str, Any]]) -> dict[tuple[str, str], dic
             for key, curves in sorted(per_group.items())}
 
 
-def resolution_curves(predictions: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """The integrated share alone, per group (what the figure's thick line shows)."""
-    return {f"{model} / {protocol}": curves["integrated"]
-            for (model, protocol), curves in share_curves(predictions).items()}
-
-
 def _mean_curves(curves: list[list[float]]) -> list[float]:
     """Mean over curves of different lengths; a run that ended keeps its last value."""
     length = max(len(c) for c in curves)

@@ -15,7 +15,7 @@ from typing import Any
 
 from asyncodebench.dataset.validation import validator
 from asyncodebench.run.predictions import PredictionFile
-from asyncodebench.scoring.metrics import MeanEstimate, macro_mean
+from asyncodebench.scoring.bootstrap import MeanEstimate, macro_mean
 
 REPORT_SCHEMA_VERSION = "1.0"
 NOTES = [

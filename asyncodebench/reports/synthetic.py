@@ -3,7 +3,7 @@ benchmark (scripts/bench_report.py) and the page and comparison tests, which nee
 anything.
 
 The outcomes are random but seeded and internally consistent: every checkpoint trace is made first, and ADPR, DRS,
-DRE, CAIL and T are computed from it by the real metrics code (`scoring.metrics.run_metrics`); the report is then
+DRE, CAIL and T are computed from it by the real metrics code (`scoring.dependency.run_metrics`); the report is then
 assembled and schema-checked by `report.build_report`, as a real run's is. Nothing here is a measurement.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.reports.report import build_report
 from asyncodebench.run.predictions import PredictionFile
-from asyncodebench.scoring.metrics import (
+from asyncodebench.scoring.dependency import (
     CheckpointRecord,
     DependencyOutcome,
     DependencyPoint,

@@ -17,6 +17,7 @@ from asyncodebench.scoring.checkpoints import (
     build_checkpoint_record,
     record_to_checkpoint,
 )
+from asyncodebench.scoring.dependency import run_metrics
 from asyncodebench.scoring.grading import (
     Baseline,
     grade,
@@ -24,9 +25,9 @@ from asyncodebench.scoring.grading import (
     normalize_report,
     skip_integrity_record,
 )
-from asyncodebench.scoring.metrics import run_metrics, sad_proxy_candidates
 from asyncodebench.scoring.patches import outside_scope
 from asyncodebench.scoring.review import review_prediction
+from asyncodebench.scoring.sad import sad_proxy_candidates
 
 RESULT_SCHEMA_VERSION = "1.0"
 TAMPERING_LISTED = 50  # contradictions kept in a result (each names its process)

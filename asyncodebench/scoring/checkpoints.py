@@ -13,16 +13,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.scoring.dependency import (
+    CheckpointRecord,
+    DependencyOutcome,
+    DependencyPoint,
+)
 from asyncodebench.scoring.grading import (
     SELECTOR_STATUSES,
     TIMEOUT_EXIT_CODE,
     SelectorResult,
     group_state,
-)
-from asyncodebench.scoring.metrics import (
-    CheckpointRecord,
-    DependencyOutcome,
-    DependencyPoint,
 )
 
 SCHEMA_VERSION = "0.1"

@@ -1,16 +1,14 @@
-"""Dependency metrics of one run (ADPR, DRS, DRE, CAIL, T, SAD proxy) and their aggregation over tasks.
+"""Dependency metrics of one run (ADPR, DRS, DRE, CAIL, T) from its checkpoints, and ADPR pooled over runs.
 
 Pure functions over plain records, so they are tested without Docker and re-run from saved checkpoint files. The
-rules are METRICS.md sections 4 to 7 with the project decisions: ADPR over all dependency points (3), the official
-"resolved" rule with the T+1 penalty (4), the three-case CAIL penalty (5), the SAD proxy only where a dependency
-enables SAD (6), and macro means over tasks with percentile bootstrap intervals (7).
+rules are METRICS.md sections 4 to 6 with the project decisions: ADPR over all dependency points (3), the official
+"resolved" rule with the T+1 penalty (4) and the three-case CAIL penalty (5). The SAD proxy (decision 6) is `sad`;
+macro means over tasks with percentile bootstrap intervals (decision 7) are `bootstrap`.
 """
 
 from __future__ import annotations
 
 import math
-import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
@@ -21,10 +19,6 @@ FINAL_INTEGRATED = "final_integrated"
 
 INTEGRATED_WORKSPACE = "integrated_workspace"
 """workspace_kind of checkpoints taken on the integrated repository (the only ones that count for DRS)."""
-
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 42
-"""Decision 7: fixed so that every report of the same scores prints the same interval."""
 
 
 @dataclass(frozen=True)
@@ -219,172 +213,7 @@ def run_metrics(checkpoints: Sequence[CheckpointRecord], dependencies: Sequence[
     )
 
 
-@dataclass(frozen=True)
-class ObservedSummary:
-    """min/max/mean of a raw per-dependency value over the dependencies where it was observed."""
-
-    observed_count: int  # dependencies with a value
-    unobserved_count: int  # dependencies without one (unresolved, never counted as 0)
-    minimum: int | None  # None when nothing was observed
-    maximum: int | None  # None when nothing was observed
-    mean: float | None  # None when nothing was observed
-
-
-def observed_summary(values: Sequence[int | None]) -> ObservedSummary:
-    """Summarize raw DRS or raw CAIL values without turning the missing ones into zeros."""
-    seen = [value for value in values if value is not None]
-    return ObservedSummary(
-        observed_count=len(seen),
-        unobserved_count=len(values) - len(seen),
-        minimum=min(seen) if seen else None,
-        maximum=max(seen) if seen else None,
-        mean=fmean(seen) if seen else None,
-    )
-
-
-@dataclass(frozen=True)
-class MeanEstimate:
-    """A macro mean over tasks with its 95% percentile bootstrap interval; NaN everywhere when unscored."""
-
-    mean: float  # NaN when there was no input
-    ci_low: float  # 2.5th percentile of the bootstrap means
-    ci_high: float  # 97.5th percentile of the bootstrap means
-    n: int  # number of tasks averaged
-    resampler: str  # "numpy" or "random": the generator that drew the resamples (they differ)
-
-    @property
-    def scored(self) -> bool:
-        """False when there was nothing to average, so tables print "unscored" rather than 0."""
-        return self.n > 0
-
-
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default method) of an ascending sequence."""
-    position = (len(sorted_values) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
-
-
-def _bootstrap_means(values: Sequence[float]) -> tuple[list[float], str]:
-    """Means of BOOTSTRAP_RESAMPLES resamples with replacement, seeded, and the generator's name."""
-    try:  # imported here so these pure functions still run where numpy is absent
-        import numpy as np  # noqa: PLC0415
-    except ImportError:
-        rng = random.Random(BOOTSTRAP_SEED)
-        n = len(values)
-        means = [fmean(values[rng.randrange(n)] for _ in range(n)) for _ in range(BOOTSTRAP_RESAMPLES)]
-        return sorted(means), "random"
-    data = np.asarray(values, dtype=float)
-    picks = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
-    return sorted(data[picks].mean(axis=1).tolist()), "numpy"
-
-
-def macro_mean(values: Sequence[float]) -> MeanEstimate:
-    """Average per-task values with equal task weight and a 95% percentile bootstrap interval over tasks.
-
-    Callers pass one value per task of a (model, protocol) group; a task's value must not be dropped because it is
-    bad (decision 1). Empty input is "unscored" (NaN), never 0.
-
-    Raises:
-        ValueError: a value is None or NaN; decide how that task scores before averaging.
-    """
-    if any(value is None or math.isnan(value) for value in values):
-        raise ValueError("macro_mean got None or NaN; score every task (0 for a failed run) before averaging")
-    if not values:
-        return MeanEstimate(math.nan, math.nan, math.nan, 0, "none")
-    means, resampler = _bootstrap_means([float(value) for value in values])
-    return MeanEstimate(fmean(values), _percentile(means, 2.5), _percentile(means, 97.5), len(values), resampler)
-
-
 def micro_adpr(runs: Sequence[RunMetrics]) -> float:
     """Pooled ADPR: all final passes over all dependency points of the given runs; NaN when there are none."""
     points = sum(run.dependency_count for run in runs)
     return sum(run.final_pass_count for run in runs) / points if points else math.nan
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]+")
-_DEFINITION = re.compile(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
-SAD_STOPWORDS = frozenset({
-    "cache", "cached", "class", "clear", "contract", "decorator", "decorators", "function", "functions",
-    "metadata", "method", "methods", "probe", "probes", "test", "tests", "wrapper",
-})
-"""Words too generic to tie a consumer's new symbol to a producer contract (METRICS 7, item 2)."""
-
-
-def _normalize(name: str) -> str:
-    """Lowercase and drop underscores, so `hash_key` and `hashkey` compare equal."""
-    return name.lower().replace("_", "")
-
-
-def producer_tokens(dependency: DependencyPoint) -> frozenset[str]:
-    """Words naming the producer's contract, mined from the dependency's id, summary, files and upstream probes."""
-    text = " ".join((dependency.dependency_id, dependency.contract_summary,
-                     *dependency.producer_files, *dependency.upstream_probe_tests))
-    tokens = {_normalize(word) for word in _IDENTIFIER.findall(text)}
-    tokens = {token for token in tokens if len(token) >= 4 and token not in SAD_STOPWORDS}
-    tokens |= {marker for marker in ("hash", "typed") if any(marker in token for token in tokens)}
-    return frozenset(tokens)
-
-
-def _definition_lines(diff: str) -> dict[str, tuple[set[str], set[str]]]:
-    """Per file of a unified diff (keyed by new path): the def/class names on added lines, and those the diff shows
-    existing at base (on removed lines, context lines and hunk headers, which git fills from the old file)."""
-    files: dict[str, tuple[set[str], set[str]]] = {}
-    current: tuple[set[str], set[str]] | None = None
-    previous = ""
-    for line in diff.splitlines():
-        if line.startswith("+++ ") and previous.startswith("--- "):
-            path = line[4:].split("\t")[0].strip()
-            current = None if path == "/dev/null" else files.setdefault(path.removeprefix("b/"), (set(), set()))
-        elif current is not None and line[:1] in ("+", "-", " "):
-            match = _DEFINITION.match(line[1:])
-            if match:
-                current[0 if line[0] == "+" else 1].add(match.group(1))
-        elif current is not None and line.startswith("@@"):
-            match = _DEFINITION.match(line.split("@@", 2)[-1])
-            if match:
-                current[1].add(match.group(1))
-        previous = line
-    return files
-
-
-def added_definitions(diff: str) -> dict[str, set[str]]:
-    """Normalized names of the functions and classes on the added lines of each file of a diff, keyed by new path."""
-    added = {path: {_normalize(n) for n in names if _normalize(n)}
-             for path, (names, _) in _definition_lines(diff).items()}
-    return {path: names for path, names in added.items() if names}
-
-
-def new_definitions(diff: str) -> dict[str, set[str]]:
-    """Like `added_definitions`, without the names the same file already defined at base, as far as the diff shows.
-
-    A `def` line whose file's diff also removes (or shows as context, or names in a hunk header) a definition of the
-    same name is an edit of an existing definition (a re-quoted signature, a moved function), not a new one. Only
-    the diff is read: a name defined at base outside every hunk is not seen, so such a redefinition still counts.
-    """
-    new = {path: {_normalize(n) for n in added - base if _normalize(n)}
-           for path, (added, base) in _definition_lines(diff).items()}
-    return {path: names for path, names in new.items() if names}
-
-
-def sad_proxy_candidates(dependencies: Sequence[DependencyPoint], diff: str) -> list[tuple[str, str]]:
-    """Consumer-side symbols that look like re-implementations of a producer contract (the SAD proxy, term 2).
-
-    Only dependencies whose `metrics_enabled` lists SAD and whose producer is a specialist are examined. A new
-    symbol in one of the consumer's files (see `new_definitions`: edited existing definitions do not count) is a
-    candidate when a producer token is part of its name or its name is part of a token. The result holds unique
-    (consumer_file, symbol) pairs, sorted; its length is the count. The proxy only nominates candidates for human
-    audit: it is not strict SAD.
-    """
-    definitions = new_definitions(diff)
-    pairs: set[tuple[str, str]] = set()
-    for dependency in dependencies:
-        if "SAD" not in dependency.metrics_enabled or dependency.producer_agent in ("", "integrator"):
-            continue
-        tokens = producer_tokens(dependency)
-        for path in dependency.consumer_files:
-            for symbol in definitions.get(path, ()):
-                if any(token in symbol or symbol in token for token in tokens):
-                    pairs.add((path, symbol))
-    return sorted(pairs)
