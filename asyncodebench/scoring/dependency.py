@@ -1,4 +1,4 @@
-"""Dependency metrics of one run (ADPR, DRS, DRE, CAIL, T) from its checkpoints, and ADPR pooled over runs.
+"""Dependency metrics of one run (ADPR, DRS, DRE, CAIL, T), computed from its checkpoint records.
 
 Pure functions over plain records, so they are tested without Docker and re-run from saved checkpoint files. The
 rules are METRICS.md sections 4 to 6 with the project decisions: ADPR over all dependency points (3), the official
@@ -8,7 +8,6 @@ macro means over tasks with percentile bootstrap intervals (decision 7) are `boo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
@@ -211,9 +210,3 @@ def run_metrics(checkpoints: Sequence[CheckpointRecord], dependencies: Sequence[
         has_final_checkpoint=bool(finals),
         dependencies=rows,
     )
-
-
-def micro_adpr(runs: Sequence[RunMetrics]) -> float:
-    """Pooled ADPR: all final passes over all dependency points of the given runs; NaN when there are none."""
-    points = sum(run.dependency_count for run in runs)
-    return sum(run.final_pass_count for run in runs) / points if points else math.nan
