@@ -23,7 +23,7 @@ from helpers.dataset_folders import DemoDataset, write_variant_dataset
 from helpers.demo_run import FAST_FLAGS, EvalRun, evaluate_command, run_evaluate
 from helpers.predictions import example_predictions, jsonl, prediction
 
-from asyncodebench.run.runfolder import container_key
+from asyncodebench.run.runfolder import container_key, result_files
 
 pytestmark = pytest.mark.docker
 
@@ -136,7 +136,7 @@ def daemon_death(own_daemon: Daemon, demo_dataset: DemoDataset, tmp_path_factory
     process = subprocess.Popen(evaluate_command(preds, demo_dataset.path, "dies", output_dir, *FAST_FLAGS),
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not list(output_dir.glob("dies/predictions/*/result.json")) and time.monotonic() < deadline:
+    while not result_files(output_dir / "dies") and time.monotonic() < deadline:
         time.sleep(0.02)
     own_daemon.kill()
     stdout, stderr = process.communicate(timeout=300)

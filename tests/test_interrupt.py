@@ -15,6 +15,8 @@ from helpers.demo_run import evaluate_command
 from helpers.polling import wait_for
 from helpers.predictions import example_predictions, jsonl
 
+from asyncodebench.run.runfolder import prediction_folders, result_files
+
 pytestmark = pytest.mark.docker
 
 
@@ -30,16 +32,16 @@ def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoD
     command = evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--max-workers", "2", *flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    folders = out / "ctrlc" / "predictions"
-    gold_done = lambda: any((f / "result.json").exists() for f in folders.glob("demo-gold__*"))  # noqa: E731
+    folders = lambda name: [f for f in prediction_folders(out / "ctrlc") if f.name.startswith(name)]  # noqa: E731
+    gold_done = lambda: any((f / "result.json").exists() for f in folders("demo-gold__"))  # noqa: E731
     assert wait_for(lambda: gold_done() and run_containers("ctrlc"), 120), "the run never got going"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130 and "resume with --run-id ctrlc" in stderr
     assert run_containers("ctrlc") == []
-    (loop,) = folders.glob("hostile-infinite-loop__*")
+    (loop,) = folders("hostile-infinite-loop__")
     assert not (loop / "result.json").exists()  # interrupted work is not recorded as anything
-    (gold,) = folders.glob("demo-gold__*")
+    (gold,) = folders("demo-gold__")
     before = (gold / "result.json").stat().st_mtime_ns
 
     done = subprocess.run(evaluate_command(preds, demo_dataset.path, "ctrlc", out, *flags),
@@ -63,4 +65,4 @@ def test_sigterm_cleans_up_as_ctrl_c_does(demo_dataset: DemoDataset, tmp_path: P
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143 and "resume with --run-id sigterm" in stderr
     assert run_containers("sigterm") == []
-    assert not list((tmp_path / "runs" / "sigterm" / "predictions").glob("*/result.json"))
+    assert not result_files(tmp_path / "runs" / "sigterm")

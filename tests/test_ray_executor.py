@@ -41,6 +41,7 @@ from helpers.predictions import example_predictions, jsonl
 
 from asyncodebench.run.local_ray import LocalCluster
 from asyncodebench.run.ray_node import owner_of, remove_orphans
+from asyncodebench.run.runfolder import result_files
 
 pytestmark = pytest.mark.docker
 
@@ -242,14 +243,13 @@ def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_exe
     command = evaluate_command(predictions, demo_dataset.path, "ctrlc", tmp_path, *FLAGS, *cluster.flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    folders = tmp_path / "ctrlc" / "predictions"
-    started = lambda: list(folders.glob("*/result.json")) and any(leftovers(cluster, "ctrlc").values())  # noqa: E731
+    started = lambda: result_files(tmp_path / "ctrlc") and any(leftovers(cluster, "ctrlc").values())  # noqa: E731
     assert wait_for(started, 180), "the run never got going"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130 and "resume with --run-id ctrlc" in stderr, stderr[-3000:]
     assert leftovers(cluster, "ctrlc") == {"node-a": [], "node-b": []}
-    finished = len(list(folders.glob("*/result.json")))
+    finished = len(result_files(tmp_path / "ctrlc"))
     assert 1 <= finished < len(MODELS)  # cancelled work recorded nothing
 
     resumed = run_evaluate(predictions, demo_dataset.path, "ctrlc", tmp_path, *FLAGS, "--max-workers", "2")
@@ -293,7 +293,7 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
         """A step has just started: a container of the run that was not running at the last look (~0.1 s ago), owned
         by a live Ray worker. One seen running for longer may be in its teardown already (removed by force while it
         still shows as running), and would be gone by the time the node is killed."""
-        finished = bool(list((tmp_path / "killed" / "predictions").glob("*/result.json")))
+        finished = bool(result_files(tmp_path / "killed"))
         for node in ("node-a", "node-b"):
             running = _containers("killed", cluster.daemon_of(node), running=True)
             new = [owner for container, owner in running.items() if container not in seen]

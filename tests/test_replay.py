@@ -17,6 +17,8 @@ from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, ROOT
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import FAST_FLAGS, EvalRun
 
+from asyncodebench.run.runfolder import prediction_folders
+
 pytestmark = pytest.mark.docker
 
 REPLAY_FILES = ("multiagent.jsonl", "checkpoints.jsonl")
@@ -34,7 +36,7 @@ def replay_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun]) -> E
 
 
 def result(run: EvalRun, model: str, protocol: str) -> dict[str, Any]:
-    (folder,) = [f for f in (run.run_dir / "predictions").iterdir()
+    (folder,) = [f for f in prediction_folders(run.run_dir)
                  if f.name.startswith(f"{model}__{protocol}__")]
     return json.loads((folder / "result.json").read_text())
 
@@ -123,7 +125,7 @@ def test_recorded_checkpoint_file_rescores_to_the_live_metrics(
     replay_run: EvalRun, demo_dataset: DemoDataset, model: str, protocol: str
 ) -> None:
     """The checkpoint file the replay wrote (upstream layout) gives the same metrics without containers."""
-    (folder,) = [f for f in (replay_run.run_dir / "predictions").iterdir() if f.name.startswith(f"{model}__{protocol}__")]
+    (folder,) = [f for f in prediction_folders(replay_run.run_dir) if f.name.startswith(f"{model}__{protocol}__")]
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "rescore_checkpoints.py"), str(folder / "dependency_probe_checkpoints.jsonl"),
          "--task", DEMO_TASK_ID, "--dataset", str(demo_dataset.path), "--json"],
@@ -136,7 +138,7 @@ def test_recorded_checkpoint_file_rescores_to_the_live_metrics(
 def test_rescoring_refuses_a_file_without_its_final_checkpoint(
     replay_run: EvalRun, demo_dataset: DemoDataset, tmp_path: Path
 ) -> None:
-    (folder,) = [f for f in (replay_run.run_dir / "predictions").iterdir() if f.name.startswith("replay-producer-first__")]
+    (folder,) = [f for f in prediction_folders(replay_run.run_dir) if f.name.startswith("replay-producer-first__")]
     lines = (folder / "dependency_probe_checkpoints.jsonl").read_text().splitlines()
     truncated = tmp_path / "truncated.jsonl"
     truncated.write_text("\n".join(lines[:-1]) + "\n")

@@ -22,6 +22,8 @@ from helpers.demo_run import (
 )
 from helpers.predictions import example_predictions, jsonl
 
+from asyncodebench.run.runfolder import result_files
+
 pytestmark = pytest.mark.docker
 
 MODELS = ["demo-gold", "demo-empty", "demo-partial", "demo-syntax-error", "hostile-conftest", "hostile-test-edit"]
@@ -30,11 +32,11 @@ FLAGS = (*FAST_FLAGS, "--max-workers", "1")
 
 def _finished(run_dir: Path) -> dict[str, tuple[int, int]]:
     """result.json of each finished prediction: (inode, mtime in ns)."""
-    return {f.parent.name: (f.stat().st_ino, f.stat().st_mtime_ns) for f in run_dir.glob("predictions/*/result.json")}
+    return {f.parent.name: (f.stat().st_ino, f.stat().st_mtime_ns) for f in result_files(run_dir)}
 
 
 def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
-    return {f.parent.name: json.loads(f.read_text()) for f in run_dir.glob("predictions/*/result.json")}
+    return {f.parent.name: json.loads(f.read_text()) for f in result_files(run_dir)}
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from helpers.demo_run import EvalRun, evaluate_command, run_evaluate
 from helpers.polling import wait_for
 from helpers.predictions import example_predictions, jsonl
 
-from asyncodebench.run.runfolder import container_key
+from asyncodebench.run.runfolder import container_key, result_files
 
 pytestmark = pytest.mark.docker
 
@@ -63,12 +63,12 @@ def slow_predictions(tmp_path: Path) -> Path:
 
 
 def gold_done(run_dir: Path) -> bool:
-    return any(run_dir.glob("predictions/demo-gold__*/result.json"))
+    return any(f.parent.name.startswith("demo-gold__") for f in result_files(run_dir))
 
 
 def infrastructure_errors(run: EvalRun) -> list[Any]:
     """What went wrong with the infrastructure, as the run recorded it (for a failing test's message)."""
-    results = run.run_dir.glob("predictions/*/result.json")
+    results = result_files(run.run_dir)
     return [r.get("infrastructure_error") for r in map(json.loads, map(Path.read_text, results))
             if r.get("infrastructure_error")]
 
@@ -149,7 +149,7 @@ def test_resuming_with_other_settings_is_refused_naming_each_difference_and_forc
     assert first.returncode == 0, first.stderr[-3000:]
     recorded = json.loads((out / run_id / "settings.json").read_text())
     assert (recorded["timeout_seconds"], recorded["run_probes"], recorded["limits"]["memory"]) == (20, True, "4g")
-    finished = {f: f.stat().st_mtime_ns for f in (out / run_id).glob("predictions/*/result.json")}
+    finished = {f: f.stat().st_mtime_ns for f in result_files(out / run_id)}
     assert len(finished) == 2
 
     changed = run_evaluate(preds, demo_dataset.path, run_id, out, "--timeout", "30", "--probe-timeout", "10",

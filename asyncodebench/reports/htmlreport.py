@@ -23,6 +23,7 @@ from asyncodebench.reports import htmlsvg
 from asyncodebench.reports.htmlpage import render
 from asyncodebench.reports.report import dataset_source
 from asyncodebench.run.predictions import Prediction
+from asyncodebench.run.runfolder import prediction_path
 
 # (report summary field, column header, factor shown, True when a rate drawn on a 0..100 axis)
 HEADLINE = (
@@ -37,10 +38,10 @@ REVIEW_FLAGS_SHOWN = 3  # review flags named in a row's flags cell; the rest are
 
 
 def prediction_folder(row: dict[str, Any]) -> str:
-    """The prediction's folder name under predictions/, derived exactly as the run folder names it."""
-    return Prediction(line=row["line"], task_id=row["task_id"], protocol=row["protocol"],
-                      model=row["model_name_or_path"], run_id=row.get("prediction_run_id"), model_patch="",
-                      checkpoints=(), agent_patches={}, usage={}).slug
+    """The prediction's folder inside the run folder (`predictions/<slug>`), as the run folder names it."""
+    return str(prediction_path(Prediction(line=row["line"], task_id=row["task_id"], protocol=row["protocol"],
+                                          model=row["model_name_or_path"], run_id=row.get("prediction_run_id"),
+                                          model_patch="", checkpoints=(), agent_patches={}, usage={})))
 
 
 def flags(row: dict[str, Any]) -> list[tuple[str, bool, str]]:
@@ -89,7 +90,7 @@ def prediction_rows(report: dict[str, Any], artifacts_base: str) -> list[dict[st
     rows = []
     for row in sorted(report["predictions"], key=lambda p: (p["task_id"], p["model_name_or_path"], p["protocol"],
                                                             p["line"])):
-        folder = f"{artifacts_base}predictions/{prediction_folder(row)}/"
+        folder = f"{artifacts_base}{prediction_folder(row)}/"
         rows.append({**row, "flags": flags(row), "folder": folder,
                      "links": [(text, folder + name) for text, name in ARTIFACTS]})
     return rows

@@ -7,6 +7,8 @@
   never see, nor remove, each other's containers.
 - `settings.json`: the settings that produce results (dataset, probes, timeouts, limits), recorded when the run
   first starts; a later start with other settings is refused with each difference named.
+- `predictions/<slug>/`: each prediction's folder (`prediction_folder`; the files in it are `store`'s), named from
+  the prediction's key (`Prediction.slug`).
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ import fcntl
 import hashlib
 import os
 import socket
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from asyncodebench.dataset.rows import LOCAL, PublishedRows
 from asyncodebench.harness.evaluation import Settings
 from asyncodebench.run import store
+from asyncodebench.run.predictions import Prediction
 
-LOCK, SETTINGS = "run.lock", "settings.json"
+LOCK, SETTINGS, PREDICTIONS = "run.lock", "settings.json", "predictions"
 SETTINGS_VERSION = 1
 
 
@@ -68,6 +71,27 @@ class RunLock:
         if self.fd is not None:
             os.close(self.fd)  # closing releases the lock; the file stays, so no other process races on it
             self.fd = None
+
+
+def prediction_path(prediction: Prediction) -> PurePosixPath:
+    """Where a prediction's files lie inside any run folder, `predictions/<slug>`: on disk and in the report's links."""
+    return PurePosixPath(PREDICTIONS, prediction.slug)
+
+
+def prediction_folder(run_dir: Path, prediction: Prediction) -> Path:
+    """The folder of one prediction's files in the run folder `run_dir`."""
+    return run_dir / prediction_path(prediction)
+
+
+def prediction_folders(run_dir: Path) -> list[Path]:
+    """Every prediction folder the run folder holds, by name (none when it holds none yet)."""
+    folder = run_dir / PREDICTIONS
+    return sorted(f for f in folder.iterdir() if f.is_dir()) if folder.is_dir() else []
+
+
+def result_files(run_dir: Path) -> list[Path]:
+    """The `result.json` of every prediction folder that has one (finished, or recorded as not evaluated)."""
+    return [f / store.RESULT for f in prediction_folders(run_dir) if (f / store.RESULT).is_file()]
 
 
 def settings_record(published: PublishedRows, settings: Settings,

@@ -29,7 +29,9 @@ from asyncodebench.run.results import infrastructure_result, score
 from asyncodebench.run.runfolder import (
     SettingsChangedError,
     differences,
+    prediction_folder,
     read_settings,
+    result_files,
     settings_record,
     write_settings,
 )
@@ -63,7 +65,7 @@ def rescore_problem(config: RunConfig, state: RunState) -> str | None:
     if not config.run_dir.is_dir():
         return (f"--rescore: there is no run folder {config.run_dir}; evaluate the predictions first (the same command "
                 "without --rescore), or give the --run-id and --output-dir of an earlier run")
-    folders = [config.run_dir / "predictions" / p.slug for p in state.file.predictions]
+    folders = [prediction_folder(config.run_dir, p) for p in state.file.predictions]
     if not any((f / store.EXECUTION).exists() for f in folders):
         return (f"--rescore: the run folder {config.run_dir} holds no evaluated prediction of {config.predictions}; "
                 "evaluate them first (the same command without --rescore)")
@@ -104,7 +106,7 @@ def claim_settings(config: RunConfig, state: RunState) -> RunConfig:
             "new ones: " + "; ".join(changed) + ". Rerun with the original settings to resume, choose a new "
             "--run-id, or add --force to re-evaluate everything with the new settings")
     if changed:  # --force: nothing made under the old settings may count as finished or as a floor
-        for result in config.run_dir.glob("predictions/*/" + store.RESULT):
+        for result in result_files(config.run_dir):
             result.unlink()
         shutil.rmtree(config.run_dir / "baselines", ignore_errors=True)
     write_settings(config.run_dir, current)
@@ -113,13 +115,13 @@ def claim_settings(config: RunConfig, state: RunState) -> RunConfig:
 
 def _has_results(run_dir: Path) -> bool:
     """Whether anything in the run folder was made under its recorded settings: a scored result or a base state."""
-    return any(store.is_finished(f.parent) for f in run_dir.glob("predictions/*/" + store.RESULT)) or \
+    return any(store.is_finished(f.parent) for f in result_files(run_dir)) or \
         any(run_dir.glob("baselines/*.json"))
 
 
 def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[str, Any]]:
     """Evaluate (or rescore) every valid prediction; return the results in file order."""
-    folders = {p.line: config.run_dir / "predictions" / p.slug for p in state.file.predictions}
+    folders = {p.line: prediction_folder(config.run_dir, p) for p in state.file.predictions}
     for prediction in state.file.predictions:
         store.write_atomic(folders[prediction.line] / store.PATCH, patch_bytes(prediction.model_patch))
     if config.rescore:

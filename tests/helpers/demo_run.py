@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.run.runfolder import prediction_folders
 from helpers.checkout import ROOT, SCRIPTS, script_env
 from helpers.predictions import jsonl
 
@@ -34,7 +35,7 @@ class EvalRun:
         return row
 
     def folder(self, model: str) -> Path:
-        (folder,) = [f for f in (self.run_dir / "predictions").iterdir() if f.name.startswith(f"{model}__")]
+        (folder,) = [f for f in prediction_folders(self.run_dir) if f.name.startswith(f"{model}__")]
         return folder
 
     def result(self, model: str) -> dict[str, Any]:
