@@ -1,18 +1,40 @@
-"""Argument checks shared by the command-line scripts: every value is validated when arguments are parsed.
+"""What the command-line scripts share: their exit codes, how they stop with one, and their argument checks.
 
-Each checker is an argparse `type=` callable: a bad value makes argparse print one line naming the flag and what
-to give instead, and exit with code 2, before anything is loaded or started.
+- Exit codes (`EXIT_*`): one meaning each, in every script. A script's `main` is wrapped in `entry_point`; anything
+  below it stops the script by raising `Exit(code, message)`, printed as one `error: ...` line on stderr.
+- Argument checks: each checker is an argparse `type=` callable: a bad value makes argparse print one line naming
+  the flag and what to give instead, and exit with EXIT_BAD_ARGUMENTS, before anything is loaded or started.
+- Loaders that stop the script with the right code when what they load is not there: `load_rows`, `task`,
+  `client_for_image`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+    from asyncodebench.dataset.rows import PublishedRows
+    from asyncodebench.harness.evaluation import Settings
+    from asyncodebench.harness.spec import TaskSpec
+
+EXIT_OK = 0  # done: everything asked for was done and found sound
+EXIT_PROBLEMS_FOUND = 1  # done, and problems found in what was given or checked: invalid prediction lines
+#                          (evaluate.py), counts that differ (validate_task_image.py), a refused checkpoint file
+#                          (rescore_checkpoints.py), images that do not match (check_images.py)
+EXIT_BAD_ARGUMENTS = 2  # argparse's own code: fix the command line (or the files and folders it names)
+EXIT_INFRASTRUCTURE = 3  # the Hub, the Docker daemon, an image, the Ray cluster or an overlay: fix it and rerun
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM)
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MIN_MEMORY_BYTES = 64 << 20  # below this neither pytest nor the harness's own steps can start
@@ -20,6 +42,32 @@ MIN_PIDS = 32  # the harness's shell, timeout, python and pytest's own threads n
 MIN_CPUS = 0.01  # the smallest CPU share Docker accepts
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*([bkmg]?)b?", re.IGNORECASE)
+
+
+class Exit(Exception):
+    """Stop the script with exit code `code`, printing `message` (when there is one) as `error: <message>` on stderr;
+    the script's `main` (wrapped in `entry_point`) catches it."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+Main = TypeVar("Main", bound=Callable[..., int])
+
+
+def entry_point(main: Main) -> Main:
+    """`@entry_point` on a script's `main`: an `Exit` raised in it becomes its message on stderr and its code."""
+    @functools.wraps(main)
+    def run(*args: Any, **kwargs: Any) -> int:
+        try:
+            return main(*args, **kwargs)
+        except Exit as stop:
+            if stop.message:
+                print(f"error: {stop.message}", file=sys.stderr)
+            return stop.code
+
+    return run  # type: ignore[return-value]
 
 
 def run_id(text: str) -> str:
@@ -111,6 +159,14 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pids", type=pids, default=512, help=f"container process limit (at least {MIN_PIDS})")
 
 
+def settings(args: argparse.Namespace, run_probes: bool) -> Settings:
+    """The evaluation settings the flags of `add_limit_arguments` give."""
+    from asyncodebench.harness.evaluation import Settings
+    from asyncodebench.harness.sandbox import Limits
+
+    return Settings(args.timeout, args.probe_timeout, run_probes, Limits(args.memory, args.cpus, args.pids))
+
+
 def writable_folder_problem(folder: Path) -> str | None:
     """Why results cannot be written in `folder` (created if missing), or None when they can."""
     if folder.exists() and not folder.is_dir():
@@ -124,54 +180,52 @@ def writable_folder_problem(folder: Path) -> str | None:
     return None
 
 
-def load_rows_or_exit_code(dataset: str, revision: str | None) -> Any:
-    """The published rows, or the exit code after one line on stderr: 3 when the dataset cannot be reached (an
-    infrastructure problem), 2 when the path or id is wrong (a bad argument)."""
-    import sys
+def load_rows(dataset: str, revision: str | None) -> PublishedRows:
+    """The published rows.
 
+    Raises:
+        Exit: EXIT_INFRASTRUCTURE when the dataset cannot be reached, EXIT_BAD_ARGUMENTS when the path or id is wrong.
+    """
     from asyncodebench.dataset.rows import DatasetUnavailableError, load_published
 
     try:
         return load_published(dataset, revision)
     except DatasetUnavailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        raise Exit(EXIT_INFRASTRUCTURE, str(exc)) from exc
     except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise Exit(EXIT_BAD_ARGUMENTS, str(exc)) from exc
 
 
-def task_or_exit_code(dataset: str, revision: str | None, task_id: str, images: Path | None) -> Any:
-    """(task row, its `TaskSpec` on the image the map names, if any), or the exit code after one line on stderr:
-    2 for an unknown task or a bad image map, 3 when the dataset cannot be reached."""
-    import sys
+def task(dataset: str, revision: str | None, task_id: str, images: Path | None) -> tuple[dict[str, Any], TaskSpec]:
+    """The task's row and its `TaskSpec`, on the image the map `images` names for it, if any.
 
+    Raises:
+        Exit: EXIT_BAD_ARGUMENTS for an unknown task or a bad image map, EXIT_INFRASTRUCTURE when the dataset cannot
+            be reached.
+    """
     from asyncodebench.harness.spec import TaskSpec
     from asyncodebench.images import image_map
 
-    published = load_rows_or_exit_code(dataset, revision)
-    if isinstance(published, int):
-        return published
+    published = load_rows(dataset, revision)
     rows = {t["task_id"]: t for t in published.rows.tasks}
     if task_id not in rows:
-        print(f"error: unknown task {task_id!r}; the dataset has {sorted(rows)}", file=sys.stderr)
-        return 2
+        raise Exit(EXIT_BAD_ARGUMENTS, f"unknown task {task_id!r}; the dataset has {sorted(rows)}")
     spec = TaskSpec.from_rows(rows[task_id], published.rows.dependencies)
     if images:
         try:
             entries = {k: v for k, v in image_map.load(images).items() if k == task_id}
             spec = image_map.apply({task_id: spec}, entries, images)[task_id]
         except image_map.ImageMapError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            raise Exit(EXIT_BAD_ARGUMENTS, str(exc)) from exc
     return rows[task_id], spec
 
 
-def client_for_image_or_exit_code(spec: Any) -> Any:
-    """A Docker client once the task's pinned image is there with its digest, or 3 after one line on stderr (the
-    daemon unreachable, the image missing or with another digest: an infrastructure problem)."""
-    import sys
+def client_for_image(spec: TaskSpec) -> DockerClient:
+    """A Docker client, once the task's pinned image is there with its digest.
 
+    Raises:
+        Exit: EXIT_INFRASTRUCTURE when the daemon is unreachable, or the image missing or with another digest.
+    """
     from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client
     from asyncodebench.images.digests import MATCH, local_status
 
@@ -179,9 +233,7 @@ def client_for_image_or_exit_code(spec: Any) -> Any:
         client = docker_client()
         image = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
     except SandboxUnavailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        raise Exit(EXIT_INFRASTRUCTURE, str(exc)) from exc
     if image.state != MATCH:
-        print(f"error: image {spec.pinned_ref} is {image.state}: {image.detail}", file=sys.stderr)
-        return 3
+        raise Exit(EXIT_INFRASTRUCTURE, f"image {spec.pinned_ref} is {image.state}: {image.detail}")
     return client

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from asyncodebench import cli
 from asyncodebench.images import recipes, task_build
 from asyncodebench.images.registry import (
     REGISTRY_PORT_ENV,
@@ -48,13 +49,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         recipe = recipes.load(args.task_id)
     except recipes.RecipeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
     started = time.monotonic()
     try:
         registry = args.push
@@ -65,14 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         built = task_build.build(recipe, args.repo or recipe.repository_url, args.base, registry, cache_dir(),
                                  no_cache=args.no_cache)
     except (task_build.BuildError, ImageBuildError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     task_build.record(args.map, built)
     print(f"{built.task_id}: built in {time.monotonic() - started:.1f} s on {built.base_image} "
           f"(Python {built.python_version}), {built.size_bytes / 1e6:.0f} MB, content {built.content_sha256[:16]}; "
           f"recorded in {args.map}", file=sys.stderr)
     print(built.pinned_ref)
-    return 0
+    return cli.EXIT_OK
 
 
 if __name__ == "__main__":

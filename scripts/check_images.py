@@ -41,8 +41,6 @@ from asyncodebench.images.digests import (
     registry_status,
 )
 
-EXIT_OK, EXIT_NOT_MATCHING, EXIT_BAD_ARGUMENTS, EXIT_UNREACHABLE = 0, 1, 2, 3
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,8 +85,8 @@ def check(tasks: list[dict[str, Any]], mode: str, timeout: float) -> list[ImageS
 
 def exit_code(statuses: list[ImageStatus]) -> int:
     if any(s.state == UNREACHABLE for s in statuses):
-        return EXIT_UNREACHABLE
-    return EXIT_OK if all(s.state == MATCH for s in statuses) else EXIT_NOT_MATCHING
+        return cli.EXIT_INFRASTRUCTURE
+    return cli.EXIT_OK if all(s.state == MATCH for s in statuses) else cli.EXIT_PROBLEMS_FOUND
 
 
 def table(statuses: list[ImageStatus], mode: str) -> str:
@@ -110,24 +108,24 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetUnavailableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if args.json:
-            print(json.dumps({"mode": mode, "error": str(exc), "images": [], "exit_code": EXIT_UNREACHABLE}))
-        return EXIT_UNREACHABLE
+            print(json.dumps({"mode": mode, "error": str(exc), "images": [], "exit_code": cli.EXIT_INFRASTRUCTURE}))
+        return cli.EXIT_INFRASTRUCTURE
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+        return cli.EXIT_BAD_ARGUMENTS
     tasks = published.rows.tasks
     unknown = sorted(set(args.tasks) - {t["task_id"] for t in tasks})
     if unknown:
         print(f"error: --tasks names unknown task(s) {unknown}; the dataset has {sorted(t['task_id'] for t in tasks)}",
               file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+        return cli.EXIT_BAD_ARGUMENTS
     tasks = [t for t in tasks if not args.tasks or t["task_id"] in args.tasks]
     if args.images:
         try:
             tasks = image_map.apply_to_rows(tasks, image_map.load(args.images), args.images)
         except image_map.ImageMapError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return EXIT_BAD_ARGUMENTS
+            return cli.EXIT_BAD_ARGUMENTS
     from asyncodebench.harness.sandbox import SandboxUnavailableError
 
     try:
@@ -135,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     except SandboxUnavailableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if args.json:
-            print(json.dumps({"mode": mode, "error": str(exc), "images": [], "exit_code": EXIT_UNREACHABLE}))
-        return EXIT_UNREACHABLE
+            print(json.dumps({"mode": mode, "error": str(exc), "images": [], "exit_code": cli.EXIT_INFRASTRUCTURE}))
+        return cli.EXIT_INFRASTRUCTURE
     code = exit_code(statuses)
     if args.json:
         print(json.dumps({"mode": mode, "dataset": published.dataset, "revision": published.revision,

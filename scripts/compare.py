@@ -27,8 +27,6 @@ from asyncodebench.reports.compare import compare_runs, csv_text, load_run
 from asyncodebench.reports.htmlcompare import render_compare
 from asyncodebench.run.store import write_atomic, write_json
 
-EXIT_OK, EXIT_BAD_ARGUMENTS = 0, 2
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,6 +45,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+@cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runs = []
@@ -54,14 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             runs.append(load_run(path))
         except (OSError, ValueError) as exc:
-            print(f"error: {path}: cannot read a run report ({exc}); give a run folder holding report.json",
-                  file=sys.stderr)
-            return EXIT_BAD_ARGUMENTS
+            raise cli.Exit(cli.EXIT_BAD_ARGUMENTS,
+                           f"{path}: cannot read a run report ({exc}); give a run folder holding report.json") from exc
     try:
         record = compare_runs(runs, allow_mixed=args.allow_different_datasets)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
     write_json(args.output.with_suffix(".json"), record)
     write_atomic(args.output.with_suffix(".csv"), csv_text(record))
     write_atomic(args.output, render_compare(record))
@@ -75,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(record['cells'])} cells; comparisons (x {len(record['metrics'])} metrics): "
               + (", ".join(f"{view} {count // len(record['metrics'])}" for view, count in views.items()) or "none"))
         print(f"compare: {args.output} (CSV and JSON beside it)")
-    return EXIT_OK
+    return cli.EXIT_OK
 
 
 if __name__ == "__main__":

@@ -36,8 +36,7 @@ from asyncodebench.dataset.rows import (
     DEFAULT_REVISION,
     DatasetUnavailableError,
 )
-from asyncodebench.harness.evaluation import Settings, new_run_id
-from asyncodebench.harness.sandbox import Limits
+from asyncodebench.harness.evaluation import new_run_id
 from asyncodebench.reports.htmlreport import write_report_html
 from asyncodebench.reports.plots import plot_resolution
 from asyncodebench.reports.report import (
@@ -60,9 +59,6 @@ from asyncodebench.run.runner import (
     run,
     run_metadata,
 )
-
-EXIT_OK, EXIT_INVALID_LINES, EXIT_BAD_ARGUMENTS, EXIT_INFRASTRUCTURE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_TERMINATED = 143
 
 
 class Terminated(KeyboardInterrupt):
@@ -131,7 +127,7 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         problem = cli.writable_folder_problem(run_dir)
     if problem:
         parser.error(f"--output-dir: {problem}; give a folder you can write in")
-    settings = Settings(args.timeout, args.probe_timeout, not args.no_probes, Limits(args.memory, args.cpus, args.pids))
+    settings = cli.settings(args, run_probes=not args.no_probes)
     return RunConfig(
         predictions=args.predictions, dataset=args.dataset, revision=args.revision,
         run_id=args.run_id or new_run_id(), output_dir=args.output_dir, max_workers=args.max_workers,
@@ -154,33 +150,29 @@ def _ray_resources(text: str) -> dict[str, float]:
     return {k: float(v) for k, v in value.items()}
 
 
-def fail(message: str, code: int) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
-
-
+@cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     signal.signal(signal.SIGTERM, terminate)
     try:
         state = prepare_run(config)
     except DatasetUnavailableError as exc:
-        return fail(str(exc), EXIT_INFRASTRUCTURE)
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     except (ValueError, OSError) as exc:  # an unknown task, no such dataset folder, an unreadable file
-        return fail(str(exc), EXIT_BAD_ARGUMENTS)
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
     for problem in state.file.problems:
         print(f"{config.predictions}:{problem.line}: {problem.kind}: {problem.message}", file=sys.stderr)
     if not state.file.predictions and not state.file.problems:
-        return fail(f"{config.predictions} holds no predictions, so there is nothing to evaluate; give a JSONL file "
-                    "with one prediction per line (or a JSON list of them)", EXIT_INVALID_LINES)
+        raise cli.Exit(cli.EXIT_PROBLEMS_FOUND, f"{config.predictions} holds no predictions, so there is nothing to "
+                       "evaluate; give a JSONL file with one prediction per line (or a JSON list of them)")
     if config.rescore and (problem := rescore_problem(config, state)):
-        return fail(problem, EXIT_BAD_ARGUMENTS)
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, problem)
     try:
         with RunLock(config.run_dir):
             config = claim_settings(config, state)
             return evaluate(config, state)
     except (RunFolderBusyError, SettingsChangedError) as exc:
-        return fail(str(exc), EXIT_BAD_ARGUMENTS)
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
 
 
 def evaluate(config: RunConfig, state: RunState) -> int:
@@ -194,7 +186,7 @@ def evaluate(config: RunConfig, state: RunState) -> int:
     except KeyboardInterrupt as stop:
         print(f"\ninterrupted: finished predictions are saved and the run's containers removed; resume with "
               f"--run-id {config.run_id}", file=sys.stderr)
-        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+        return cli.EXIT_TERMINATED if isinstance(stop, Terminated) else cli.EXIT_INTERRUPTED
     metadata = {**run_metadata(config, state), "dependency_points": dependency_points(state.specs)}
     report = build_report(metadata, state.file, results)
     # The reports first: the plot is an extra that must never cost them.
@@ -220,8 +212,8 @@ def evaluate(config: RunConfig, state: RunState) -> int:
         print(f"resumed: {state.skipped_finished} predictions were already finished in run {config.run_id}")
     print(f"report: {config.run_dir / 'report.md'} (JSON, CSV, HTML{', PNG' if plot else ''} beside it)")
     if report["counts"]["infrastructure_errors"] or report["counts"]["not_evaluated"]:
-        return EXIT_INFRASTRUCTURE
-    return EXIT_INVALID_LINES if state.file.problems else EXIT_OK
+        return cli.EXIT_INFRASTRUCTURE
+    return cli.EXIT_PROBLEMS_FOUND if state.file.problems else cli.EXIT_OK
 
 
 if __name__ == "__main__":

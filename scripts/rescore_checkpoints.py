@@ -50,6 +50,7 @@ def table(metrics: RunMetrics) -> str:
     return "\n".join(lines)
 
 
+@cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", type=Path, help="a dependency_probe_checkpoints.jsonl file")
@@ -61,10 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.checkpoints.is_file():
         parser.error(f"{args.checkpoints} is not a file; give a dependency_probe_checkpoints.jsonl")
-    published = cli.load_rows_or_exit_code(args.dataset, args.revision)
-    if isinstance(published, int):
-        return published
-    rows = published.rows
+    rows = cli.load_rows(args.dataset, args.revision).rows
     dependencies = [DependencyPoint.from_row(r) for r in rows.dependencies if r["task_id"] == args.task]
     if not dependencies:
         known = sorted({r["task_id"] for r in rows.dependencies})
@@ -74,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         checkpoints = load_checkpoint_file(args.checkpoints, dependencies)
     except (CheckpointFileError, OSError) as exc:
         print(f"refused: {exc}", file=sys.stderr)
-        return 1
+        return cli.EXIT_PROBLEMS_FOUND
     metrics = run_metrics(checkpoints, dependencies)
     print(json.dumps(asdict(metrics), indent=2) if args.json else table(metrics))
-    return 0
+    return cli.EXIT_OK
 
 
 if __name__ == "__main__":

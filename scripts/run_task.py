@@ -27,13 +27,9 @@ from pathlib import Path
 
 from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
-from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_id
+from asyncodebench.harness.evaluation import evaluate_patch, new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
-from asyncodebench.harness.sandbox import (
-    Limits,
-    SandboxUnavailableError,
-    remove_run_containers,
-)
+from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.results import score
 from asyncodebench.run.runner import without_unmeasured
@@ -64,22 +60,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+@cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    loaded = cli.task_or_exit_code(args.dataset, args.revision, args.task_id, args.images)
-    if isinstance(loaded, int):
-        return loaded
-    spec = loaded[1]
+    _, spec = cli.task(args.dataset, args.revision, args.task_id, args.images)
     try:
         overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays)
     except OverlayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     patch = args.patch.read_bytes() if args.patch else b""
-    settings = Settings(args.timeout, args.probe_timeout, not args.no_probes, Limits(args.memory, args.cpus, args.pids))
-    client = cli.client_for_image_or_exit_code(spec)
-    if isinstance(client, int):
-        return client
+    settings = cli.settings(args, run_probes=not args.no_probes)
+    client = cli.client_for_image(spec)
     run_id = f"run-task-{new_run_id()}"
     try:
         try:
@@ -87,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             remove_run_containers(client, run_id)  # and the run's volume of the image's work tree
     except SandboxUnavailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     prediction = Prediction(0, spec.task_id, "single", "run_task", None,
                             patch.decode("utf-8", errors="surrogateescape"), (), {}, {})
     print(json.dumps(without_unmeasured(score(spec, prediction, evidence), settings), indent=2, default=str))
@@ -96,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(evidence.output[-20_000:], file=sys.stderr)
         print(f"(pytest's counts above include the harness's 4 sentinel tests, test_{evidence.sentinel}.py: one "
               "passes, one fails, one errors, one is skipped; they never count in the result)", file=sys.stderr)
-    return 0
+    return cli.EXIT_OK
 
 
 if __name__ == "__main__":

@@ -26,13 +26,9 @@ from pathlib import Path
 
 from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
-from asyncodebench.harness.evaluation import Settings, new_run_id
+from asyncodebench.harness.evaluation import new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
-from asyncodebench.harness.sandbox import (
-    Limits,
-    SandboxUnavailableError,
-    remove_run_containers,
-)
+from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers
 from asyncodebench.harness.spec import COUNT_KEYS
 from asyncodebench.images import validation
 from asyncodebench.images.task_build import BuildError
@@ -64,14 +60,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # A validation runs for minutes: on SIGTERM unwind like Ctrl-C, so the `finally` below removes its containers.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    loaded = cli.task_or_exit_code(args.dataset, args.revision, args.task_id, args.images)
-    if isinstance(loaded, int):
-        return loaded
-    row, spec = loaded
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(cli.EXIT_TERMINATED))
+    row, spec = cli.task(args.dataset, args.revision, args.task_id, args.images)
     completed = [{k: s[k] for k in COUNT_KEYS} for s in row["expected_test_counts"]
                  if s["evidence_scope"] == "evaluator_sanity_only"]
     overlays: dict[str, bytes] = {}
@@ -79,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays)
         except OverlayError as exc:
-            print(f"error: {exc}\n(--no-overlays validates the bare base revision instead)", file=sys.stderr)
-            return 3
+            raise cli.Exit(cli.EXIT_INFRASTRUCTURE,
+                           f"{exc}\n(--no-overlays validates the bare base revision instead)") from exc
     if args.no_overlays:
         spec = validation.without_overlays(spec)
     paths = () if args.reference_scope == "all" else tuple(dict.fromkeys(
@@ -89,13 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         reference = validation.reference_patch(args.repo or row["repository_url"], cache_dir(), spec.base_revision,
                                                args.reference_revision, paths, overlays)
     except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    settings = Settings(args.timeout, args.probe_timeout, True, Limits(args.memory, args.cpus, args.pids))
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+    settings = cli.settings(args, run_probes=True)
     run_id = f"validate-{new_run_id()}"
-    client = cli.client_for_image_or_exit_code(spec)
-    if isinstance(client, int):
-        return client
+    client = cli.client_for_image(spec)
     try:
         try:
             record = validation.validate(client, spec, reference, completed, run_id, settings, overlays,
@@ -104,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             remove_run_containers(client, run_id)
     except SandboxUnavailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     record["overlays_listed"] = len(row["overlays"])
     record["reference_scope"] = args.reference_scope
     name = spec.task_id.split(":", 1)[1] + ("" if args.reference_scope == "writable" else ".all-files")
@@ -114,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     text = validation.markdown(record)
     (args.out / f"{name}.md").write_text(text)
     print(text)
-    return 0 if record["counts_match"] else 1
+    return cli.EXIT_OK if record["counts_match"] else cli.EXIT_PROBLEMS_FOUND
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+"""The scripts' exit codes are named once (`asyncodebench/cli.py`); a script stops with one by raising `cli.Exit`,
+which its `main` (wrapped in `cli.entry_point`) turns into one `error: ...` line and the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from asyncodebench import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_codes_are_the_documented_ones() -> None:
+    codes = (cli.EXIT_OK, cli.EXIT_PROBLEMS_FOUND, cli.EXIT_BAD_ARGUMENTS, cli.EXIT_INFRASTRUCTURE,
+             cli.EXIT_INTERRUPTED, cli.EXIT_TERMINATED)
+    assert codes == (0, 1, 2, 3, 130, 143)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    table = re.search(r"Exit codes of `evaluate.py`: (.*?) Every script", readme).group(1)
+    assert [int(c) for c in re.findall(r"(?:^|; )(\d+) ", table)] == list(codes)
+
+
+def test_an_exit_becomes_its_message_and_code(capsys: pytest.CaptureFixture[str]) -> None:
+    @cli.entry_point
+    def main(argv: list[str] | None = None) -> int:
+        if argv == ["fail"]:
+            raise cli.Exit(cli.EXIT_INFRASTRUCTURE, "the daemon is not running")
+        if argv == ["quiet"]:
+            raise cli.Exit(cli.EXIT_PROBLEMS_FOUND)
+        return cli.EXIT_OK
+
+    assert main([]) == 0 and capsys.readouterr().err == ""
+    assert main(["fail"]) == 3 and capsys.readouterr().err == "error: the daemon is not running\n"
+    assert main(["quiet"]) == 1 and capsys.readouterr().err == ""
+    assert main.__name__ == "main"
+
+
+def test_loading_rows_from_no_such_folder_is_a_bad_argument(tmp_path: Path) -> None:
+    with pytest.raises(cli.Exit) as stop:
+        cli.load_rows(str(tmp_path / "missing"), None)
+    assert stop.value.code == cli.EXIT_BAD_ARGUMENTS and "missing" in stop.value.message
+    with pytest.raises(cli.Exit) as stop:
+        cli.task(str(tmp_path / "missing"), None, "asyncodebench:nope", None)
+    assert stop.value.code == cli.EXIT_BAD_ARGUMENTS
+
+
+def test_the_limit_flags_make_the_settings() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli.add_limit_arguments(parser)
+    settings = cli.settings(parser.parse_args(["--timeout", "20", "--memory", "1024m", "--pids", "64"]), False)
+    assert (settings.timeout, settings.probe_timeout, settings.run_probes) == (20, 60, False)
+    assert (settings.limits.memory, settings.limits.cpus, settings.limits.pids) == ("1g", 1.0, 64)
