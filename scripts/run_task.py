@@ -5,8 +5,11 @@
     python scripts/run_task.py asyncodebench-demo:minicache --patch data/demo/patches/gold.patch \\
         --dataset build/demo-dataset --timeout 60 --no-probes
 
-The result JSON (stdout) is what evaluate.py saves as result.json, plus the probe checkpoints; --show-output adds
-the tail of the evaluator's output on stderr. Nothing is written to disk.
+The result JSON (stdout) is what evaluate.py saves as the prediction's result.json, made by the same code: the
+task's base state is evaluated first and the patch held to it (the base-state floor), as evaluate.py does. It adds
+the probe checkpoints under `checkpoints` (evaluate.py writes them beside result.json). The prediction is line 0 of
+model `run_task`, protocol `single`; only that identity and the timings differ from evaluate.py's result for the
+same patch. --show-output adds the tail of the evaluator's output on stderr. Nothing is kept on disk.
 
 Tasks with overlay patches fetch them from the upstream repository (cached; --overlays-url points elsewhere) or
 read them from a checkout given with --overlays-dir.
@@ -15,7 +18,8 @@ With --no-probes the dependency metrics (ADPR, DRS, DRE, CAIL) are null: not mea
 
 Exit codes: 0 evaluated (whatever the score); 2 bad arguments (including limits: --memory at least 64m, --pids at
 least 32, --cpus at least 0.01); 3 infrastructure error (the Hub unreachable, daemon unreachable, image missing or
-with another digest: see scripts/check_images.py; an overlay that cannot be had or does not match).
+with another digest: see scripts/check_images.py; an overlay that cannot be had or does not match; the base state
+or the patch could not be evaluated: the JSON, printed too, says why under `infrastructure_error`).
 """
 
 from __future__ import annotations
@@ -23,16 +27,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
-from asyncodebench.harness.evaluation import evaluate_patch, new_run_id
+from asyncodebench.harness.evaluation import new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers
+from asyncodebench.run import store
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.run.results import score
-from asyncodebench.run.runner import without_unmeasured
+from asyncodebench.run.work import (
+    Job,
+    Outcome,
+    check_image,
+    evaluate_prediction,
+    measure_baseline,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,23 +83,43 @@ def main(argv: list[str] | None = None) -> int:
     patch = args.patch.read_bytes() if args.patch else b""
     settings = cli.settings(args, run_probes=not args.no_probes)
     client = cli.client_for_image(spec)
-    run_id = f"run-task-{new_run_id()}"
-    try:
-        try:
-            evidence = evaluate_patch(client, spec, patch, run_id, settings, overlays)
-        finally:
-            remove_run_containers(client, run_id)  # and the run's volume of the image's work tree
-    except SandboxUnavailableError as exc:
-        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     prediction = Prediction(0, spec.task_id, "single", "run_task", None,
                             patch.decode("utf-8", errors="surrogateescape"), (), {}, {})
-    print(json.dumps(without_unmeasured(score(spec, prediction, evidence), settings), indent=2, default=str))
-    if args.show_output:
-        print(evidence.output[-20_000:], file=sys.stderr)
-        print(f"(pytest's counts above include the harness's 4 sentinel tests, test_{evidence.sentinel}.py: one "
-              "passes, one fails, one errors, one is skipped; they never count in the result)", file=sys.stderr)
+    label = f"run-task-{new_run_id()}"
+    try:
+        try:  # what evaluate.py's executors do: the task's base state (the floor), then the prediction held to it
+            floor = measure_baseline(client, spec, label, settings, overlays)
+            job = Job(spec, prediction, settings, overlays, floor, label)
+            outcome = evaluate_prediction(client, job, check_image(client, spec, allow_pull=False))
+        finally:
+            remove_run_containers(client, label)  # and the run's volume of the image's work tree
+    except SandboxUnavailableError as exc:
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+    assert outcome is not None  # None only when a run is stopping, which this one never is
+    record = result_record(outcome)
+    print(json.dumps(record, indent=2, default=str))
+    if args.show_output and outcome.evidence is not None:
+        print(outcome.evidence.output[-20_000:], file=sys.stderr)
+        print(f"(pytest's counts above include the harness's 4 sentinel tests, test_{outcome.evidence.sentinel}.py: "
+              "one passes, one fails, one errors, one is skipped; they never count in the result)", file=sys.stderr)
+    if outcome.infrastructure_kind is not None:
+        error = record["infrastructure_error"]
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, f"{error['kind']}: {error['message']}")
     return cli.EXIT_OK
 
+
+def result_record(outcome: Outcome) -> dict[str, Any]:
+    """The prediction's `result.json` as evaluate.py writes it, with its checkpoint records (the run folder's
+    dependency_probe_checkpoints.jsonl) under `checkpoints`: written by the same code (`store.write_result`), in a
+    temporary folder that is then removed."""
+    with tempfile.TemporaryDirectory(prefix="run-task-") as scratch:
+        folder = Path(scratch)
+        store.write_result(folder, outcome.result)
+        record = store.read_json(folder / store.RESULT)
+        if (folder / store.CHECKPOINTS).exists():
+            lines = (folder / store.CHECKPOINTS).read_text(encoding="utf-8").splitlines()
+            record["checkpoints"] = [json.loads(line) for line in lines]
+    return record
 
 if __name__ == "__main__":
     sys.exit(main())
