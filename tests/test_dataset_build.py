@@ -17,12 +17,12 @@ import pytest
 from AsynCodeBench import AsynCodeBench
 from asyncodebench.dataset.export import PARQUET_NAME
 from asyncodebench.dataset.features import FEATURES
+from asyncodebench.dataset.protocols import PROTOCOLS
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS_FILE = ROOT / "tests" / "data" / "asyncodebench-v0.4-facts.json"  # provenance: tests/data/README.md
 EXPECTED_ROWS = {"tasks": 19, "scenarios": 95, "dependencies": 52}
-PROTOCOLS = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
-SCENARIO_ID = re.compile(r"^asyncodebench:[a-z0-9][a-z0-9_.-]*/(single|serial_specialists|async_private|caid_manager|async_manager)$")
+SCENARIO_ID = re.compile(rf"^asyncodebench:[a-z0-9][a-z0-9_.-]*/({'|'.join(PROTOCOLS)})$")
 GOLD_FIELD = "upstream_merge_commit_sha_gold_offline_only"
 
 
