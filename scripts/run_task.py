@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,6 @@ from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.harness.evaluation import new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers
-from asyncodebench.run import store
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.work import (
     Job,
@@ -109,17 +107,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def result_record(outcome: Outcome) -> dict[str, Any]:
-    """The prediction's `result.json` as evaluate.py writes it, with its checkpoint records (the run folder's
-    dependency_probe_checkpoints.jsonl) under `checkpoints`: written by the same code (`store.write_result`), in a
-    temporary folder that is then removed."""
-    with tempfile.TemporaryDirectory(prefix="run-task-") as scratch:
-        folder = Path(scratch)
-        store.write_result(folder, outcome.result)
-        record = store.read_json(folder / store.RESULT)
-        if (folder / store.CHECKPOINTS).exists():
-            lines = (folder / store.CHECKPOINTS).read_text(encoding="utf-8").splitlines()
-            record["checkpoints"] = [json.loads(line) for line in lines]
-    return record
+    """The prediction's `result.json` as evaluate.py writes it (the same typed record, `PredictionResult.to_json`),
+    with its checkpoint records (the run folder's dependency_probe_checkpoints.jsonl) under `checkpoints`."""
+    return {**outcome.result.to_json(), "checkpoints": list(outcome.result.checkpoints)}
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -475,13 +475,16 @@ def test_the_base_record_keeps_its_skipped_ids_and_old_records_give_the_count_ru
     from asyncodebench.harness import baseline
 
     record = baseline.measure(_FakeBench(_run(BASE_OUTCOMES)))
-    assert record["skipped_or_xfailed_ids"] == ["t.py::test_a", "t.py::test_b"]
+    assert record.skipped_or_xfailed_ids == ("t.py::test_a", "t.py::test_b")
     spec = SimpleNamespace(initial_counts=())
-    floor = baseline.from_record(record, spec)
+    floor = record.floor(spec)
     assert floor is not None and floor.skipped_or_xfailed_ids == {"t.py::test_a", "t.py::test_b"}
     assert (floor.skipped_or_xfailed, floor.total) == (2, 10)
-    old = {k: v for k, v in record.items() if k != "skipped_or_xfailed_ids"}
-    assert baseline.from_record(old, spec).skipped_or_xfailed_ids is None
-    assert baseline.from_record({**record, "skipped_or_xfailed_ids": [1, None]}, spec).skipped_or_xfailed_ids is None
-    assert baseline.measure(_FakeBench(_run(BASE_OUTCOMES, with_tests=False)))["skipped_or_xfailed_ids"] is None
-    assert baseline.measure(_FakeBench(None))["skipped_or_xfailed_ids"] is None
+    saved = record.to_json()
+    assert baseline.BaseStateRecord.from_json(saved) == record
+    old = {k: v for k, v in saved.items() if k != "skipped_or_xfailed_ids"}
+    assert baseline.BaseStateRecord.from_json(old).floor(spec).skipped_or_xfailed_ids is None
+    bad = {**saved, "skipped_or_xfailed_ids": [1, None]}
+    assert baseline.BaseStateRecord.from_json(bad).floor(spec).skipped_or_xfailed_ids is None
+    assert baseline.measure(_FakeBench(_run(BASE_OUTCOMES, with_tests=False))).skipped_or_xfailed_ids is None
+    assert baseline.measure(_FakeBench(None)).skipped_or_xfailed_ids is None

@@ -222,8 +222,8 @@ def test_an_overlay_failure_becomes_an_infrastructure_error_of_the_prediction(tm
     prediction = Prediction(1, spec.task_id, "single", "m", None, "", (), {}, {})
     outcome = evaluate_prediction(None, Job(spec, prediction, cfg.settings, message, None, cfg.label), image)
     assert outcome is not None and outcome.evidence is None
-    assert outcome.result["status"] == "infrastructure_error"
-    assert outcome.result["infrastructure_error"] == {"kind": "overlay_missing", "message": message}
+    assert outcome.result.status == "infrastructure_error"
+    assert outcome.result.to_json()["infrastructure_error"] == {"kind": "overlay_missing", "message": message}
 
 
 def test_the_source_commit_is_recorded_in_the_release_and_the_report_schema() -> None:

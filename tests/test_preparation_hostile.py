@@ -280,8 +280,10 @@ def test_an_unusable_patch_is_scored_zero_against_the_expected_total(spec: TaskS
                               unusable_reason="preparing the patched tree failed: RecursionError")
     prediction = Prediction(1, spec.task_id, "single", "m", None, "diff", (), {}, {})
     result = score(spec, prediction, evidence_from(spec, preparation, None, None, Settings()))
-    assert (result["status"], result["outcome"]) == ("evaluated", "model_failure:patch_unusable")
-    assert (result["pass_rate"], result["tests_passed"], result["tests_denominator"]) == (0.0, 0, spec.expected_total)
+    assert result.status == "evaluated" and result.evaluation is not None
+    graded = result.evaluation.score
+    assert graded.outcome == "model_failure:patch_unusable"
+    assert (graded.pass_rate, graded.tests_passed, graded.tests_denominator) == (0.0, 0, spec.expected_total)
 
 
 def test_records_saved_before_the_reason_existed_still_load() -> None:

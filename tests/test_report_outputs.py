@@ -149,7 +149,7 @@ def test_every_report_shows_the_review_flags_of_the_demo_run(shared_demo_run: Ev
         assert shared_demo_run.row(name)["review_flag_count"] == 0, name
     markdown = (run_dir / "report.md").read_text()
     (row,) = [line for line in markdown.splitlines() if line.startswith(f"| {fork_bomb['line']} | hostile-fork-bomb |")]
-    assert row.endswith("1 review flag(s) |")
+    assert row.endswith("review os_exit minicache/core.py:61 |")  # the same flags as the HTML page's
     section = markdown.split("## Review flags (shown, never scored)", 1)[1]
     assert "- `minicache/core.py:61` os_exit `os._exit(0)` (model_patch)" in section
     assert "demo-gold" not in section.split("\n## ", 1)[0]

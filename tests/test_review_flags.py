@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from asyncodebench.reports.htmlreport import flags as html_flags
+from asyncodebench.reports.flags import row_flags
 from asyncodebench.reports.htmlreport import render_report
 from asyncodebench.reports.report import build_report, code_span, markdown, summarize
 from asyncodebench.reports.synthetic import synthetic_inputs
-from asyncodebench.run.predictions import Prediction, PredictionFile
+from asyncodebench.run.predictions import Checkpoint, Prediction, PredictionFile
 from asyncodebench.scoring.review import (
     REVIEW_CAP,
     TEXT_LIMIT,
@@ -203,10 +203,9 @@ def _prediction(**fields: Any) -> Prediction:
 
 def test_every_patch_of_a_prediction_is_scanned_once_per_flag() -> None:
     state = "--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1 +1,2 @@\n a\n+import gc\n"
-    checkpoints = ({"checkpoint_type": "agent_artifact", "workspace_kind": "agent_workspace", "agent_id": "core",
-                    "patch": state},
-                   {"checkpoint_type": "final_integrated", "workspace_kind": "integrated_workspace", "agent_id": None,
-                    "patch": state + "+++ b/pkg/api.py\n@@ -0,0 +1 @@\n+import ctypes\n"})
+    checkpoints = (Checkpoint("agent_artifact", "agent_workspace", "core", state),
+                   Checkpoint("final_integrated", "integrated_workspace", None,
+                              state + "+++ b/pkg/api.py\n@@ -0,0 +1 @@\n+import ctypes\n"))
     review = review_prediction(_prediction(checkpoints=checkpoints))
     assert review["count"] == 2  # the cumulative final state repeats the first state's line: kept once
     assert [(f["marker"], f["patch"]) for f in review["flags"]] == [
@@ -254,10 +253,10 @@ def test_reports_show_review_flags_and_validate() -> None:
     assert flagged and all(p["review_flag_count"] == 30 and len(p["review_flags"]) == 20 for p in flagged)
     assert sum(r["review_flagged"] for r in report["summary"]) == len(flagged)
     text = markdown(report)
-    assert "## Review flags (shown, never scored)" in text and "30 review flag(s)" in text
+    assert "## Review flags (shown, never scored)" in text and "review: 27 more" in text
     assert "- `pkg/core.py:7` os_exit ``" + HOSTILE_TEXT.replace("\n", " ") + "`` (model_patch)" in text
     assert "- ... and 10 more" in text
-    labels = html_flags(flagged[0])
+    labels = row_flags(flagged[0])
     assert ("review os_exit pkg/core.py:7", False, HOSTILE_TEXT) in labels
     assert ("review: 27 more", False, "listed in report.md and result.json") in labels
     page = render_report(report)

@@ -9,6 +9,8 @@ rescoring use the same floor.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from asyncodebench.harness.evaluation import Workbench
@@ -17,11 +19,65 @@ from asyncodebench.scoring.grading import Baseline, normalize_report
 from asyncodebench.scoring.tampering import examine
 
 
-def measure(bench: Workbench) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BaseStateRecord:
+    """What the evaluator gave on a task's base state in one image: the record kept with the run."""
+
+    task_id: str
+    pinned_ref: str  # the image it was measured in: a record of another image is measured again
+    exit_code: int | None
+    report_problem: str | None  # why the report could not be read ("missing" when the run gave none)
+    counts: Mapping[str, int] | None  # collected, passed, failed, errors, skipped, xfailed; None without a report
+    recorded_initial_counts: tuple[Mapping[str, int], ...]  # the release's recorded counts for the task
+    matches_recorded: bool | None  # counts equal one recorded snapshot; None when nothing was recorded
+    skipped_or_xfailed_ids: tuple[str, ...] | None  # sorted; None without a usable list (or from before decision 12)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "pinned_ref": self.pinned_ref, "exit_code": self.exit_code,
+                "report_problem": self.report_problem, "counts": None if self.counts is None else dict(self.counts),
+                "recorded_initial_counts": [dict(c) for c in self.recorded_initial_counts],
+                "matches_recorded": self.matches_recorded,
+                "skipped_or_xfailed_ids": None if self.skipped_or_xfailed_ids is None
+                else list(self.skipped_or_xfailed_ids)}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> BaseStateRecord:
+        """Read a saved record; an id list that is absent or not a list of strings reads as unknown (then the
+        identity rule is not applied rather than applied against a wrong set)."""
+        ids = value.get("skipped_or_xfailed_ids")
+        known = isinstance(ids, list) and all(isinstance(item, str) for item in ids)
+        ids = ids if known else None
+        return cls(value["task_id"], value["pinned_ref"], value.get("exit_code"), value.get("report_problem"),
+                   value.get("counts"), tuple(value.get("recorded_initial_counts") or ()),
+                   value.get("matches_recorded"), None if ids is None else tuple(ids))
+
+    def floor(self, spec: TaskSpec) -> Baseline | None:
+        """The floor of decisions 9 and 12 this record sets; without a usable base report, the release's recorded
+        counts (count rule only); None when neither exists."""
+        if self.counts:
+            ids = None if self.skipped_or_xfailed_ids is None else frozenset(self.skipped_or_xfailed_ids)
+            return Baseline(self.counts["skipped"] + self.counts.get("xfailed", 0), self.counts["collected"],
+                            "base_run", ids)
+        if spec.initial_counts:
+            snapshot = spec.initial_counts[0]
+            return Baseline(snapshot["skipped"], snapshot["collected"], "recorded_initial_counts")
+        return None
+
+    def problem(self) -> str | None:
+        """What is wrong with the image as its base run shows it, for the report; None when it agrees."""
+        if self.counts is None:
+            return f"the base state's evaluator gave no usable report ({self.report_problem})"
+        if self.matches_recorded is False:
+            return (f"the base state's counts {dict(self.counts)} differ from the recorded initial counts "
+                    f"{[dict(c) for c in self.recorded_initial_counts]}")
+        return None
+
+
+def measure(bench: Workbench) -> BaseStateRecord:
     """Run the evaluator on the base state; return the record kept with the run.
 
     `skipped_or_xfailed_ids` lists, sorted, every node id the base run skipped or xfailed (tests, and collectors
-    skipped whole), or is null when the run gave no usable report or no `tests` list. Decision 12 reads any id
+    skipped whole), or is None when the run gave no usable report or no `tests` list. Decision 12 reads any id
     outside this list as "not skipped at base", including ids the base run never had: the task's test targets are
     restored from the base, so a new id only appears when code under test renames or adds tests, and skipping
     such a test is what the rule is there to catch (see `grading.newly_skipped`).
@@ -40,13 +96,9 @@ def measure(bench: Workbench) -> dict[str, Any]:
         "errors": normalized.errors, "skipped": normalized.skipped, "xfailed": normalized.xfailed,
     }
     ids = normalized.skipped_or_xfailed_ids
-    return {
-        "task_id": spec.task_id, "pinned_ref": spec.pinned_ref,
-        "exit_code": exit_code, "report_problem": run.report_problem if run else "missing",
-        "counts": counts, "recorded_initial_counts": list(spec.initial_counts),
-        "matches_recorded": _matches(counts, spec.initial_counts),
-        "skipped_or_xfailed_ids": None if counts is None or ids is None else sorted(ids),
-    }
+    return BaseStateRecord(spec.task_id, spec.pinned_ref, exit_code, run.report_problem if run else "missing", counts,
+                           tuple(spec.initial_counts), _matches(counts, spec.initial_counts),
+                           None if counts is None or ids is None else tuple(sorted(ids)))
 
 
 def _matches(counts: dict[str, int] | None, recorded: tuple[dict[str, int], ...]) -> bool | None:
@@ -54,33 +106,3 @@ def _matches(counts: dict[str, int] | None, recorded: tuple[dict[str, int], ...]
     if not recorded:
         return None
     return counts is not None and any(all(counts[k] == snapshot[k] for k in COUNT_KEYS) for snapshot in recorded)
-
-
-def from_record(record: dict[str, Any], spec: TaskSpec) -> Baseline | None:
-    """The floor a base-state record sets; records made before decision 12 (no id list) give the count rule only."""
-    counts = record.get("counts")
-    if counts:
-        return Baseline(counts["skipped"] + counts.get("xfailed", 0), counts["collected"], "base_run",
-                        _recorded_ids(record.get("skipped_or_xfailed_ids")))
-    if spec.initial_counts:  # the base run gave no report: hold predictions to what the release recorded
-        snapshot = spec.initial_counts[0]
-        return Baseline(snapshot["skipped"], snapshot["collected"], "recorded_initial_counts")
-    return None
-
-
-def _recorded_ids(value: Any) -> frozenset[str] | None:
-    """The base's skipped-or-xfailed node ids as recorded; None when absent or not a list of strings (then the
-    identity rule is not applied rather than applied against a wrong set)."""
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        return None
-    return frozenset(value)
-
-
-def problem(record: dict[str, Any]) -> str | None:
-    """What is wrong with the image as its base run shows it, for the report; None when it agrees."""
-    if record.get("counts") is None:
-        return f"the base state's evaluator gave no usable report ({record.get('report_problem')})"
-    if record.get("matches_recorded") is False:
-        return (f"the base state's counts {record['counts']} differ from the recorded initial counts "
-                f"{record['recorded_initial_counts']}")
-    return None

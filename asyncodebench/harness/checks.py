@@ -7,6 +7,7 @@ final state and of each checkpoint state, and returns the evidence as grading re
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.probes import ProbeRun
@@ -23,7 +24,7 @@ def examine_probes(run: ProbeRun | None, where: str) -> tuple[ProbeRun | None, l
         return None, []
     calls, found = [], []
     for call in run.calls:
-        report = {"summary": call.summary, "tests": list(call.tests)}
+        report: dict[str, Any] = {"summary": call.summary, "tests": list(call.tests)}
         check = examine(report if call.summary is not None else None, call.exit_code, call.output_tail,
                         call.sentinel, call.failed_collectors)
         tests = tuple((check.report or report)["tests"])

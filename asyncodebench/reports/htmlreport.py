@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench.reports import htmlsvg
+from asyncodebench.reports.flags import row_flags
 from asyncodebench.reports.htmlpage import render
 from asyncodebench.reports.report import dataset_source
 from asyncodebench.run.predictions import Prediction
@@ -34,7 +35,6 @@ HEADLINE = (
 )
 # (link text, file): the files a reader opens first; "files" is the prediction's whole folder.
 ARTIFACTS = (("patch", "patch.diff"), ("result", "result.json"), ("output", "evaluator_output.txt"), ("files", ""))
-REVIEW_FLAGS_SHOWN = 3  # review flags named in a row's flags cell; the rest are counted (report.md lists 20)
 
 
 def prediction_folder(row: dict[str, Any]) -> str:
@@ -44,54 +44,12 @@ def prediction_folder(row: dict[str, Any]) -> str:
                                           model_patch="", checkpoints=(), agent_patches={}, usage={})))
 
 
-def flags(row: dict[str, Any]) -> list[tuple[str, bool, str]]:
-    """(label, serious, tooltip) for what the integrity rules, the patch guard, the scope check and the review scan
-    found. Review flags are never serious: they point a reader at lines to read and never change a score."""
-    found = []
-    if row.get("integrity_violation"):
-        found.append((row["integrity_violation"], True, ""))
-    if row.get("newly_skipped_count"):
-        found.append((f"{row['newly_skipped_count']} newly skipped or xfailed", True,
-                      "tests skipped or xfailed here that were not at base (ids in result.json)"))
-    if row.get("report_problem"):
-        found.append((f"report {row['report_problem']}", True, ""))
-    if row.get("out_of_scope_paths"):
-        found.append((f"{len(row['out_of_scope_paths'])} path(s) out of scope", False, ""))
-    if row.get("hazards_removed"):
-        found.append((f"removed: {', '.join(row['hazards_removed'])}", False, ""))
-    if row.get("restored_paths"):
-        found.append((f"restored: {', '.join(row['restored_paths'])}", False, ""))
-    if row.get("merge_conflicts"):
-        found.append((f"{row['merge_conflicts']} merge conflict(s)", False, ""))
-    if row.get("scope_violations"):
-        found.append((f"{row['scope_violations']} agent scope violation(s)", True, ""))
-    if row.get("image_provenance") not in (None, "official"):
-        found.append((f"image {row['image_provenance']}", False, ""))
-    if row.get("audit_flags"):
-        found.append((f"{len(row['audit_flags'])} audit flag(s)", False, "; ".join(row["audit_flags"])))
-    return found + review_flags(row)
-
-
-def review_flags(row: dict[str, Any]) -> list[tuple[str, bool, str]]:
-    """The row's first review flags as `review <marker> <file>:<line>` (the added line as tooltip), then how many
-    more there are."""
-    shown = [flag for flag in (row.get("review_flags") or []) if isinstance(flag, dict)][:REVIEW_FLAGS_SHOWN]
-    found = []
-    for flag in shown:
-        where = flag.get("file", "") + (f":{flag['line']}" if flag.get("line") is not None else "")
-        found.append((f"review {flag.get('marker', '')} {where}", False, str(flag.get("text") or "")))
-    more = (row.get("review_flag_count") or 0) - len(shown)
-    if more > 0:
-        found.append((f"review: {more} more", False, "listed in report.md and result.json"))
-    return found
-
-
 def prediction_rows(report: dict[str, Any], artifacts_base: str) -> list[dict[str, Any]]:
     rows = []
     for row in sorted(report["predictions"], key=lambda p: (p["task_id"], p["model_name_or_path"], p["protocol"],
                                                             p["line"])):
         folder = f"{artifacts_base}{prediction_folder(row)}/"
-        rows.append({**row, "flags": flags(row), "folder": folder,
+        rows.append({**row, "flags": row_flags(row), "folder": folder,
                      "links": [(text, folder + name) for text, name in ARTIFACTS]})
     return rows
 

@@ -14,6 +14,7 @@ from statistics import fmean
 from typing import Any
 
 from asyncodebench.dataset.validation import validator
+from asyncodebench.reports.flags import row_flags
 from asyncodebench.run.predictions import PredictionFile
 from asyncodebench.scoring.bootstrap import MeanEstimate, macro_mean
 
@@ -190,20 +191,8 @@ def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True, missing:
 
 
 def _flags(row: dict[str, Any]) -> str:
-    """What the integrity rules, the scope check and the review scan found for one prediction (scope edits are not
-    penalized; review flags are never scored)."""
-    flags = [row["integrity_violation"]] if row.get("integrity_violation") else []
-    if row.get("newly_skipped_count"):
-        flags.append(f"{row['newly_skipped_count']} test(s) skipped or xfailed that were not at base")
-    if row.get("report_problem") not in (None, "missing"):
-        flags.append(f"report {row['report_problem']}")
-    if row.get("out_of_scope_paths"):
-        flags.append(f"{len(row['out_of_scope_paths'])} path(s) outside the writable paths")
-    if row.get("review_flag_count"):
-        flags.append(f"{row['review_flag_count']} review flag(s)")
-    if row.get("audit_flags"):
-        flags.append(f"audit: {'; '.join(row['audit_flags'][:3])}" + (" ..." if len(row["audit_flags"]) > 3 else ""))
-    return ", ".join(flags)
+    """The row's flags (`flags.row_flags`, shared with the HTML page) as one Markdown table cell."""
+    return "; ".join(flag.label for flag in row_flags(row)).replace("|", "\\|")
 
 
 def review_sections(predictions: list[dict[str, Any]]) -> list[str]:
@@ -299,19 +288,18 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{_fmt(row['merge_conflict_rate'], missing='n/a')} | {_fmt(row['scope_violation_rate'], missing='n/a')} |"
         )
     lines += ["", "## Predictions", "",
-              "| line | model | protocol | task | outcome | passed | pass rate | ADPR | removed / restored | flags |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| line | model | protocol | task | outcome | passed | pass rate | ADPR | flags |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for p in report["predictions"]:
         if p["status"] != "evaluated":
             error = p["infrastructure_error"]
             lines.append(f"| {p['line']} | {p['model_name_or_path']} | {p['protocol']} | {p['task_id']} | "
-                         f"infrastructure: {error['kind']} | | | | | |")
+                         f"infrastructure: {error['kind']} | | | | |")
             continue
-        guards = ", ".join(p["hazards_removed"] + p["restored_paths"]) or ""
         adpr = NA if p["adpr_numerator"] is None else f"{p['adpr_numerator']}/{p['adpr_denominator']}"
         lines.append(
             f"| {p['line']} | {p['model_name_or_path']} | {p['protocol']} | {p['task_id']} | {p['outcome']} | "
-            f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | {adpr} | {guards} | "
+            f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | {adpr} | "
             f"{_flags(p)} |"
         )
     lines += review_sections(report["predictions"])

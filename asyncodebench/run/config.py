@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench.dataset.rows import PublishedRows
+from asyncodebench.harness.baseline import BaseStateRecord
 from asyncodebench.harness.evaluation import Settings
 from asyncodebench.harness.overlays import OverlaySource
 from asyncodebench.harness.spec import TaskSpec
@@ -64,7 +65,7 @@ class RunState:
     file: PredictionFile
     images: dict[str, ImageStatus]
     started_at: str
-    baselines: dict[str, dict[str, Any] | str] = field(default_factory=dict)  # record, or why it could not run
+    baselines: dict[str, BaseStateRecord | str] = field(default_factory=dict)  # record, or why it could not run
     mapped_images: dict[str, dict[str, Any]] = field(default_factory=dict)  # the --images entries, by task
     evaluated_now: int = 0
     skipped_finished: int = 0

@@ -13,8 +13,10 @@ differ only in where the work runs:
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
 from typing import Any, Callable, Protocol, TypeVar
 
+from asyncodebench.harness.baseline import BaseStateRecord
 from asyncodebench.harness.sandbox import (
     SandboxUnavailableError,
     docker_client,
@@ -22,6 +24,7 @@ from asyncodebench.harness.sandbox import (
 )
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run.config import RunConfig, RunState
+from asyncodebench.run.prediction_result import InfrastructureKind
 from asyncodebench.run.work import (
     TRIES,
     Job,
@@ -40,10 +43,10 @@ T = TypeVar("T")
 
 
 class Executor(Protocol):
-    def open(self, task_ids: set[str]) -> tuple[str, str] | None:
+    def open(self, task_ids: set[str]) -> tuple[InfrastructureKind, str] | None:
         """Get ready to evaluate these tasks; (infrastructure error kind, message) when nothing can run."""
 
-    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
+    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, BaseStateRecord | str]:
         """Each task's base-state record (or why it could not be measured); tasks that cannot run are left out."""
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
@@ -71,7 +74,7 @@ class LocalExecutor:
         self.config, self.state = config, state
         self.client: Any = None
 
-    def open(self, task_ids: set[str]) -> tuple[str, str] | None:
+    def open(self, task_ids: set[str]) -> tuple[InfrastructureKind, str] | None:
         try:
             self.client = docker_client()
         except SandboxUnavailableError as exc:
@@ -81,16 +84,16 @@ class LocalExecutor:
                                   for t in sorted(task_ids)})
         return None
 
-    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
+    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, BaseStateRecord | str]:
         return {task_id: self._measure_baseline(task_id, task_overlays)
                 for task_id, task_overlays in sorted(overlays.items())
                 if self.state.images[task_id].state == MATCH}
 
-    def _measure_baseline(self, task_id: str, overlays: dict[str, bytes]) -> dict[str, Any] | str:
+    def _measure_baseline(self, task_id: str, overlays: dict[str, bytes]) -> BaseStateRecord | str:
         record, failures = with_tries(
             lambda: measure_baseline(self.client, self.state.specs[task_id], self.config.label, self.config.settings,
                                      overlays),
-            lambda record: record if isinstance(record, str) else None, base_state_named(task_id))
+            _failure_of, base_state_named(task_id))
         return attempts_failed(failures) if isinstance(record, str) else record
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
@@ -123,12 +126,12 @@ def evaluate_with_tries(client: Any, job: Job, image: ImageStatus, stopping: Any
     def daemon_failure(outcome: Outcome | None) -> str | None:
         if outcome is None or outcome.infrastructure_kind != "sandbox_unavailable":
             return None
-        return outcome.result["infrastructure_error"]["message"]
+        return outcome.result.failure.message if outcome.result.failure else None
 
     outcome, failures = with_tries(lambda: evaluate_prediction(client, job, image, stopping), daemon_failure,
                                    prediction_named(job.prediction))
     if outcome is not None and daemon_failure(outcome):
-        outcome.result["infrastructure_error"]["message"] = attempts_failed(failures)
+        outcome = replace(outcome, result=outcome.result.with_failure_message(attempts_failed(failures)))
     return outcome
 
 
@@ -146,3 +149,8 @@ def with_tries(attempt: Callable[[], T], failure: Callable[[T], str | None], wha
         if len(failures) == TRIES:
             return result, failures
         say_retry(what, failures)
+
+
+def _failure_of(record: BaseStateRecord | str) -> str | None:
+    """A base-state measurement's daemon failure: the reason it gives instead of a record."""
+    return record if isinstance(record, str) else None

@@ -11,10 +11,28 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from asyncodebench.dataset.protocols import INTEGRATED_PROTOCOLS, PROTOCOLS
 from asyncodebench.dataset.validation import validator
+
+CheckpointType = Literal["agent_artifact", "integration_after_merge", "manager_integration", "final_integrated"]
+WorkspaceKind = Literal["agent_workspace", "integrated_workspace"]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One workspace state a multi-agent run recorded: a cumulative patch against the base."""
+
+    checkpoint_type: CheckpointType
+    workspace_kind: WorkspaceKind
+    agent_id: str | None
+    patch: str | None
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Checkpoint:
+        """A checkpoint of a predictions-file line the schema already accepted."""
+        return cls(value["checkpoint_type"], value["workspace_kind"], value.get("agent_id"), value.get("patch"))
 
 
 @dataclass(frozen=True)
@@ -27,7 +45,7 @@ class Prediction:
     model: str
     run_id: str | None
     model_patch: str
-    checkpoints: tuple[dict[str, Any], ...]
+    checkpoints: tuple[Checkpoint, ...]
     agent_patches: dict[str, str]
     usage: dict[str, Any]
 
@@ -106,7 +124,7 @@ def _entries(text: str) -> tuple[list[tuple[int, Any]], list[LineProblem]]:
             continue
         try:
             entries.append((number, json.loads(line)))
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             problems.append(LineProblem(number, "malformed_json", f"not valid JSON ({exc.msg} at column {exc.colno})"))
     return entries, problems
 
@@ -138,7 +156,7 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         return LineProblem(line, "unknown_protocol", f"unknown protocol {protocol!r}: {hint}")
     prediction = Prediction(
         line, task_id, protocol, obj["model_name_or_path"], obj.get("run_id"), obj.get("model_patch") or "",
-        tuple(obj.get("checkpoints") or ()), {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
+        tuple(Checkpoint.from_json(c) for c in obj.get("checkpoints") or ()), {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
         obj.get("usage") or {},
     )
     problem = _work_problem(prediction, known_tasks[task_id])
@@ -157,7 +175,7 @@ def _work_problem(prediction: Prediction, agents: set[str]) -> str | None:
         return "give either agent_patches (the harness integrates them) or checkpoints, not both"
     if prediction.agent_patches and prediction.protocol not in INTEGRATED_PROTOCOLS:
         return f"agent_patches are integrated only for {', '.join(INTEGRATED_PROTOCOLS)}, not {prediction.protocol}"
-    kinds = [c["checkpoint_type"] for c in prediction.checkpoints]
+    kinds = [c.checkpoint_type for c in prediction.checkpoints]
     if "final_integrated" in kinds[:-1]:
         return "only the last checkpoint may be final_integrated"
     if kinds and kinds[-1] != "final_integrated" and not prediction.model_patch:

@@ -25,10 +25,12 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from asyncodebench.harness.baseline import BaseStateRecord
 from asyncodebench.harness.evaluation import STEPS_AT_ONCE
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run import ray_node
 from asyncodebench.run.config import RunConfig, RunState
+from asyncodebench.run.prediction_result import InfrastructureKind
 from asyncodebench.run.ray_node import NodeResult
 from asyncodebench.run.results import infrastructure_result
 from asyncodebench.run.work import (
@@ -77,7 +79,7 @@ class _Work:
     submit: Callable[[dict[str, Any]], Any]  # scheduling options -> the attempt's object ref
     request: dict[str, float]  # the resources it needs on one node (Ray's names: CPU, memory, custom ones)
     what: str  # for people: "line 3 (task)", "the base state of task"
-    failures: list[tuple[str, str]] = field(default_factory=list)  # (kind, "on node X: what went wrong")
+    failures: list[tuple[InfrastructureKind, str]] = field(default_factory=list)  # (kind, "on node X: what went wrong")
     tried: set[str] = field(default_factory=set)  # nodes it failed on
     final: bool = False  # a failure that another try would only repeat
 
@@ -85,7 +87,7 @@ class _Work:
     def exhausted(self) -> bool:
         return self.final or len(self.failures) >= TRIES
 
-    def failed(self) -> tuple[str, str]:
+    def failed(self) -> tuple[InfrastructureKind, str]:
         """The infrastructure error it ends with: the last failure's kind, and every failure."""
         return self.failures[-1][0], attempts_failed([text for _, text in self.failures])
 
@@ -102,7 +104,7 @@ class RayExecutor:
 
     # --- the Executor protocol ---------------------------------------------------------------------------------
 
-    def open(self, task_ids: set[str]) -> tuple[str, str] | None:
+    def open(self, task_ids: set[str]) -> tuple[InfrastructureKind, str] | None:
         import ray
 
         address = self.config.ray_address or "auto"
@@ -126,13 +128,13 @@ class RayExecutor:
         self._cleanup_nodes()  # nothing of this run is running now: whatever of it a node's daemon holds is left over
         return None
 
-    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, dict[str, Any] | str]:
+    def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, BaseStateRecord | str]:
         config, specs = self.config, self.state.specs
         works = {task_id: self._work(base_state_named(task_id), "baseline", 1, specs[task_id], config.label,
                                      config.settings, task_overlays, config.pull, ray_node.kit_fingerprint(),
                                      self.session)
                  for task_id, task_overlays in overlays.items()}
-        records: dict[str, dict[str, Any] | str] = {}
+        records: dict[str, BaseStateRecord | str] = {}
 
         def finish(task_id: str, result: NodeResult | None) -> None:
             if result is not None and result.baseline is not None:

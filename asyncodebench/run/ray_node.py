@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncodebench
+from asyncodebench.harness.baseline import BaseStateRecord
 from asyncodebench.harness.evaluation import Settings
 from asyncodebench.harness.sandbox import (
     LABEL_OWNER,
@@ -40,11 +41,13 @@ from asyncodebench.harness.sandbox import (
 )
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images.digests import MATCH, ImageStatus
+from asyncodebench.run.prediction_result import InfrastructureKind
 from asyncodebench.run.work import (
     Job,
     Outcome,
     check_image,
     evaluate_prediction,
+    image_failure_kind,
     measure_baseline,
 )
 
@@ -57,10 +60,10 @@ class NodeResult:
     node_id: str
     image: ImageStatus | None  # the pinned image as found on this node; None when its daemon did not answer
     outcome: Outcome | None = None  # a prediction's
-    baseline: dict[str, Any] | None = None  # a base state's record
-    problem: tuple[str, str] | None = None
+    baseline: BaseStateRecord | None = None  # a base state's record
+    problem: tuple[InfrastructureKind, str] | None = None
 
-UNREACHABLE_DAEMON = ("docker_unavailable", "the Docker daemon of this node is not reachable")
+UNREACHABLE_DAEMON: tuple[InfrastructureKind, str] = ("docker_unavailable", "the Docker daemon of this node is not reachable")
 
 
 def kit_fingerprint() -> str:
@@ -79,7 +82,7 @@ def _fingerprint(package: Path) -> str:
     return f"{asyncodebench.__version__}+{digest.hexdigest()[:16]}"
 
 
-def kit_problem(driver_kit: str) -> tuple[str, str] | None:
+def kit_problem(driver_kit: str) -> tuple[InfrastructureKind, str] | None:
     """Why this node must not grade for a driver with `driver_kit` (None: it has the same code)."""
     here = kit_fingerprint()
     if here == driver_kit:
@@ -94,7 +97,7 @@ def stop_marker(label: str, session: str) -> Path:
     return Path(tempfile.gettempdir()) / f"asyncodebench-stop-{run}-{session}"
 
 
-def refusal(label: str, session: str, driver_kit: str) -> tuple[str, str] | None:
+def refusal(label: str, session: str, driver_kit: str) -> tuple[InfrastructureKind, str] | None:
     """Why this task must not run here: its run was interrupted, or this node has other code than the driver."""
     if stop_marker(label, session).exists():
         return ("interrupted", "the run was interrupted (Ctrl-C)")
@@ -110,9 +113,10 @@ def evaluate_task(job: Job, allow_pull: bool, driver_kit: str, session: str) -> 
         return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
     outcome = evaluate_prediction(client, job, image)
     assert outcome is not None  # only a stop request gives none, and Ray stops a task by ending its process
-    kind = outcome.infrastructure_kind
-    if kind in ("sandbox_unavailable", f"image_{image.state}"):  # this node's fault: another may do better
-        return NodeResult(node_id, image, problem=(kind, outcome.result["infrastructure_error"]["message"]))
+    failure = outcome.result.failure
+    if failure and failure.kind in ("sandbox_unavailable", "image_missing", "image_mismatch", "image_unreachable"):
+        # this node's fault (its daemon or its copy of the image): another node may do better
+        return NodeResult(node_id, image, problem=(failure.kind, failure.message))
     return NodeResult(node_id, image, outcome)
 
 
@@ -125,7 +129,7 @@ def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict
     if client is None or image is None:
         return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
     if image.state != MATCH:
-        return NodeResult(node_id, image, problem=(f"image_{image.state}",
+        return NodeResult(node_id, image, problem=(image_failure_kind(image),
                                                    f"image {spec.pinned_ref} is {image.state}: {image.detail}"))
     record = measure_baseline(client, spec, label, settings, overlays)
     if isinstance(record, str):

@@ -1,4 +1,4 @@
-"""Turn the raw evidence of one evaluation into its graded result record (no Docker: rescoring uses it too)."""
+"""Turn the raw evidence of one evaluation into its graded, typed result (no Docker: rescoring uses it too)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,32 @@ from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.integration import Integration
 from asyncodebench.harness.probes import ProbeRun, selector_results
 from asyncodebench.harness.spec import TaskSpec
+from asyncodebench.run.prediction_result import (
+    DependencyFacts,
+    Evaluation,
+    EvaluatorFacts,
+    Identity,
+    InfrastructureFailure,
+    InfrastructureKind,
+    IntegrationFacts,
+    Integrity,
+    MergeFacts,
+    PatchFacts,
+    PredictionResult,
+    Protection,
+    SadProxy,
+    Score,
+)
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.scoring.checkpoints import (
     CheckpointContext,
     build_checkpoint_record,
     record_to_checkpoint,
 )
-from asyncodebench.scoring.dependency import run_metrics
+from asyncodebench.scoring.dependency import RunMetrics, run_metrics
 from asyncodebench.scoring.grading import (
     Baseline,
+    GradeResult,
     grade,
     integrity_failure,
     normalize_report,
@@ -29,11 +46,17 @@ from asyncodebench.scoring.patches import outside_scope
 from asyncodebench.scoring.review import review_prediction
 from asyncodebench.scoring.sad import sad_proxy_candidates
 
-RESULT_SCHEMA_VERSION = "1.0"
 TAMPERING_LISTED = 50  # contradictions kept in a result (each names its process)
 PATHS_LISTED = 200  # paths kept per list in a result
 PATCH_FAILURE_KINDS = {"failed": "patch_did_not_apply", "unsafe_paths": "patch_unsafe_paths",
                        "unusable": "patch_unusable"}
+SUMMARY_COUNTS = ("passed", "failed", "errors", "skipped", "xfailed", "total", "collected")
+UNMEASURED_NOTE = ("the dependency probes were not run (--no-probes): ADPR, DRS, DRE, CAIL and the unresolved count "
+                   "were not measured")
+_UNMEASURED_RUN_METRICS = ("final_pass_count", "adpr", "unresolved_count", "drs_penalized_mean", "dre_mean",
+                           "cail_penalized_mean")
+_UNMEASURED_DEPENDENCY = ("final_integrated_pass", "drs", "up", "down", "resolved", "drs_penalized", "dre", "cail_raw",
+                          "cail_penalized")
 
 
 def checkpoint_record(spec: TaskSpec, probes: ProbeRun | None, step: int, kind: tuple[str, str, str | None],
@@ -84,15 +107,16 @@ def dependency_trace(records: list[dict[str, Any]]) -> dict[str, list[dict[str, 
 
 
 def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: Baseline | None = None,
-          recorded_at: str | None = None) -> dict[str, Any]:
-    """The result record of one evaluated prediction (its checkpoints ride along under `checkpoints`).
+          recorded_at: str | None = None, probes_ran: bool = True) -> PredictionResult:
+    """The result of one evaluated prediction (its checkpoint records ride along in `evaluation.checkpoints`).
 
     `baseline` is the base state's run in the same image (METRICS decisions 9 and 12), None when not measured.
-    `integrity.review` holds the review flags of every patch the prediction carries: shown, never scored.
+    `probes_ran` is False when the run turned the dependency probes off: the dependency metrics are then recorded
+    as not measured. `integrity.review` holds the review flags of every patch the prediction carries: shown, never
+    scored.
     """
     recorded_at = recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     evidence, tampering = examine_evidence(evidence)
-    audit = audit_flags(evidence)
     prep = evidence.preparation
     normalized = normalize_report(evidence.report, evidence.exit_code, evidence.output)
     patch_failure = PATCH_FAILURE_KINDS.get(prep.patch_status)
@@ -106,53 +130,58 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
     zeroed = patch_failure or ("integrity_tampering" if tampering else None)
     failure_kind = zeroed or (integrity if blocked_by_integrity else normalized.failure_kind)
     final_diff = evidence.integration.final_state if evidence.integration else prediction.model_patch
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "status": "evaluated",
-        **_identity(prediction),
-        "image": {"pinned_ref": spec.pinned_ref, "provenance": spec.image_provenance},
-        "patch": {"status": prep.patch_status, "empty": prep.patch_status == "empty",
-                  "unusable_reason": prep.unusable_reason, "unsafe_paths": _listed(prep.unsafe_paths),
-                  "changed_paths": _listed(prep.changed_paths), "changed_count": len(prep.changed_paths)},
-        "protection": {"canonical_ref": prep.canonical_ref, "restored_paths": _listed(prep.restored_paths),
-                       "untracked_paths_removed": _listed(prep.untracked_paths_removed),
-                       "hazards_removed": _listed(prep.hazards_removed),
-                       "hazards_removed_count": len(prep.hazards_removed), "image_plugins": list(prep.image_plugins),
-                       "out_of_scope_paths": _listed(outside_scope(prep.changed_paths, spec.single_agent_paths))},
-        "integrity": {"violation": "integrity_tampering" if tampering else integrity,
-                      "tampering": tampering[:TAMPERING_LISTED], "audit": audit,
-                      "skipped_or_xfailed": normalized.skipped_or_xfailed,
-                      "total": normalized.total, "report_problem": evidence.report_problem,
-                      **skip_integrity_record(normalized, baseline), "review": review_prediction(prediction),
-                      "baseline": _baseline_record(baseline)},
-        "evaluator": {
-            "command": list(evidence.command), "exit_code": evidence.exit_code, "timed_out": evidence.timed_out,
-            "killed_by_watchdog": evidence.killed_by_watchdog, "seconds": evidence.evaluator_seconds,
-            "failure_kind": failure_kind, "synthetic_summary": normalized.synthetic_summary,
-            "summary": {k: getattr(normalized, k)
-                        for k in ("passed", "failed", "errors", "skipped", "xfailed", "total", "collected")},
-        },
-        "final_success": graded.final_success and zeroed is None,
-        "pass_rate": 0.0 if zeroed else graded.pass_rate,
-        "tests_passed": 0 if zeroed else graded.passed,
-        "tests_denominator": spec.expected_total if zeroed else graded.denominator,
-        "denominator_source": (f"expected_total_due_{'patch_failure' if patch_failure else 'tampering'}" if zeroed
-                               else graded.total_source),
-        "outcome": f"model_failure:{failure_kind}" if zeroed else graded.outcome,
-        "probes": {"mode": records[-1]["probe_execution_mode"], "statuses": {
-            s: r["status"] for s, r in records[-1]["probe_test_results"].items()}},
-        "dependencies": [
-            {"dependency_id": d.dependency_id, "integrated_pass": d.final_integrated_pass} for d in metrics.dependencies
-        ],
-        "adpr": metrics.adpr,
-        "adpr_numerator": metrics.final_pass_count,
-        "adpr_denominator": metrics.dependency_count,
-        "run_metrics": _run_metrics_record(metrics),
-        "dependency_trace": dependency_trace(records),
-        "integration": _integration_record(evidence.integration),
-        "sad_proxy": _sad_proxy(spec, final_diff),
-        "checkpoints": records,
-    }
+    evaluation = Evaluation(
+        image={"pinned_ref": spec.pinned_ref, "provenance": spec.image_provenance},
+        patch=PatchFacts(prep.patch_status, prep.patch_status == "empty", prep.unusable_reason,
+                         _listed(prep.unsafe_paths), _listed(prep.changed_paths), len(prep.changed_paths)),
+        protection=Protection(prep.canonical_ref, _listed(prep.restored_paths), _listed(prep.untracked_paths_removed),
+                              _listed(prep.hazards_removed), len(prep.hazards_removed), tuple(prep.image_plugins),
+                              _listed(outside_scope(prep.changed_paths, spec.single_agent_paths))),
+        integrity=Integrity("integrity_tampering" if tampering else integrity, tuple(tampering[:TAMPERING_LISTED]),
+                            tuple(audit_flags(evidence)), normalized.skipped_or_xfailed, normalized.total,
+                            evidence.report_problem, skip_integrity_record(normalized, baseline),
+                            review_prediction(prediction), _baseline_record(baseline)),
+        evaluator=EvaluatorFacts(evidence.command, evidence.exit_code, evidence.timed_out,
+                                 evidence.killed_by_watchdog, evidence.evaluator_seconds, failure_kind,
+                                 normalized.synthetic_summary, {k: getattr(normalized, k) for k in SUMMARY_COUNTS}),
+        score=_score(graded, zeroed, patch_failure, failure_kind, spec.expected_total),
+        dependencies=_dependency_facts(records, metrics, probes_ran),
+        integration=_integration_facts(evidence.integration),
+        sad_proxy=_sad_proxy(spec, final_diff),
+        checkpoints=tuple(records),
+    )
+    return PredictionResult(_identity(prediction), evaluation=evaluation)
+
+
+def _score(graded: GradeResult, zeroed: str | None, patch_failure: str | None, failure_kind: str | None,
+           expected_total: int | None) -> Score:
+    """The graded numbers; a zeroed prediction scores 0 of the expected total whatever its report says."""
+    if zeroed is None:
+        return Score(graded.final_success, graded.pass_rate, graded.passed, graded.denominator, graded.total_source,
+                     graded.outcome)
+    source = f"expected_total_due_{'patch_failure' if patch_failure else 'tampering'}"
+    return Score(False, 0.0, 0, expected_total, source, f"model_failure:{failure_kind}")
+
+
+def _dependency_facts(records: list[dict[str, Any]], metrics: RunMetrics, probes_ran: bool) -> DependencyFacts:
+    """The final state's probes and the run's dependency metrics; with probes off, the metrics are not measured.
+
+    Scoring reads unrun probes as failing, which is right when probes were on but could not run (a patch that did
+    not apply scores 0 and stays in every mean) and says nothing when no probe was meant to run.
+    """
+    final = records[-1]
+    mode, statuses = final["probe_execution_mode"], {s: r["status"] for s, r in final["probe_test_results"].items()}
+    run_metrics_json = _run_metrics_record(metrics)
+    if probes_ran:
+        return DependencyFacts(mode, statuses,
+                               tuple((d.dependency_id, d.final_integrated_pass) for d in metrics.dependencies),
+                               metrics.adpr, metrics.final_pass_count, metrics.dependency_count, run_metrics_json,
+                               dependency_trace(records))
+    unmeasured = {**run_metrics_json, **{k: None for k in _UNMEASURED_RUN_METRICS}}
+    unmeasured["dependencies"] = [{**d, **{k: None for k in _UNMEASURED_DEPENDENCY if k in d}}
+                                  for d in run_metrics_json.get("dependencies", [])]
+    return DependencyFacts(mode, statuses, tuple((d.dependency_id, None) for d in metrics.dependencies), None, None,
+                           metrics.dependency_count, unmeasured, {}, UNMEASURED_NOTE)
 
 
 def _baseline_record(baseline: Baseline | None) -> dict[str, Any] | None:
@@ -165,43 +194,38 @@ def _baseline_record(baseline: Baseline | None) -> dict[str, Any] | None:
             "skipped_or_xfailed_ids": None if ids is None else len(ids)}
 
 
-def _listed(paths: tuple[str, ...] | list[str]) -> list[str]:
+def _listed(paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """At most PATHS_LISTED paths of a list (a patch of 60,000 files would make every report megabytes long); the
     full lists stay in the prediction's execution.json."""
-    return list(paths[:PATHS_LISTED])
+    return tuple(paths[:PATHS_LISTED])
 
 
-def _integration_record(integration: Integration | None) -> dict[str, Any] | None:
+def _integration_facts(integration: Integration | None) -> IntegrationFacts | None:
     if integration is None:
         return None
-    return {
-        "protocol": integration.protocol, "agents": len(integration.merges),
-        "merge_conflicts": integration.conflicts, "scope_violations": integration.scope_violations,
-        "merges": [{"agent_id": m.agent_id, "merge_status": m.merge_status, "strategy": m.strategy,
-                    "reason": m.reason, "out_of_scope": list(m.out_of_scope)} for m in integration.merges],
-    }
+    merges = tuple(MergeFacts(m.agent_id, m.merge_status, m.strategy, m.reason, tuple(m.out_of_scope))
+                   for m in integration.merges)
+    return IntegrationFacts(integration.protocol, len(integration.merges), integration.conflicts,
+                            integration.scope_violations, merges)
 
 
-def _sad_proxy(spec: TaskSpec, final_diff: str) -> dict[str, Any]:
+def _sad_proxy(spec: TaskSpec, final_diff: str) -> SadProxy:
     """The SAD proxy of METRICS 7 (duplicated-contract symbols); a candidate count that needs human audit."""
     candidates = sad_proxy_candidates(spec.dependencies, final_diff)
-    enabled = [d.dependency_id for d in spec.dependencies if "SAD" in d.metrics_enabled]
-    return {"label": "proxy: candidates for human audit, not strict SAD", "dependencies_enabled": enabled,
-            "candidate_count": len(candidates), "candidates": [list(c) for c in candidates]}
+    enabled = tuple(d.dependency_id for d in spec.dependencies if "SAD" in d.metrics_enabled)
+    return SadProxy(enabled, tuple(tuple(c) for c in candidates))
 
 
-def infrastructure_result(prediction: Prediction, kind: str, message: str) -> dict[str, Any]:
+def infrastructure_result(prediction: Prediction, kind: InfrastructureKind, message: str) -> PredictionResult:
     """A prediction the infrastructure could not evaluate: reported, never scored."""
-    return {"schema_version": RESULT_SCHEMA_VERSION, "status": "infrastructure_error", **_identity(prediction),
-            "infrastructure_error": {"kind": kind, "message": message}}
+    return PredictionResult(_identity(prediction), failure=InfrastructureFailure(kind, message))
 
 
-def _identity(prediction: Prediction) -> dict[str, Any]:
-    return {"task_id": prediction.task_id, "protocol": prediction.protocol, "model_name_or_path": prediction.model,
-            "prediction_run_id": prediction.run_id, "line": prediction.line}
+def _identity(prediction: Prediction) -> Identity:
+    return Identity(prediction.task_id, prediction.protocol, prediction.model, prediction.run_id, prediction.line)
 
 
-def _run_metrics_record(metrics: Any) -> dict[str, Any]:
+def _run_metrics_record(metrics: RunMetrics) -> dict[str, Any]:
     record = asdict(metrics)
     record["dependencies"] = [asdict(d) for d in metrics.dependencies]
     return record

@@ -16,7 +16,7 @@ from typing import Any
 
 from asyncodebench import __version__
 from asyncodebench.dataset.rows import load_published
-from asyncodebench.harness import baseline
+from asyncodebench.harness.baseline import BaseStateRecord
 from asyncodebench.harness.evaluation import Settings
 from asyncodebench.harness.overlays import OverlayError
 from asyncodebench.harness.spec import TaskSpec
@@ -35,7 +35,7 @@ from asyncodebench.run.runfolder import (
     settings_record,
     write_settings,
 )
-from asyncodebench.run.work import Job, Outcome, without_unmeasured
+from asyncodebench.run.work import Job, Outcome
 from asyncodebench.scoring.patches import patch_bytes
 
 
@@ -48,7 +48,7 @@ def prepare_run(config: RunConfig) -> RunState:
     published = load_published(config.dataset, config.revision)
     specs = {t["task_id"]: TaskSpec.from_rows(t, published.rows.dependencies) for t in published.rows.tasks}
     mapped = image_map.load(config.images) if config.images else {}
-    if mapped:
+    if mapped and config.images:
         specs = image_map.apply(specs, mapped, config.images)
     unknown = [t for t in config.tasks if t not in specs]
     if unknown:
@@ -129,9 +129,8 @@ def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[s
     else:
         _evaluate_all(config, state, folders, progress)
     for task_id in state.specs:  # measured by this run or an earlier, interrupted one
-        path = baselines.baseline_path(config.run_dir, task_id)
-        if task_id not in state.baselines and path.exists():
-            state.baselines[task_id] = store.read_json(path)
+        if task_id not in state.baselines and (found := baselines.read(config.run_dir, task_id)) is not None:
+            state.baselines[task_id] = found
     return [store.read_json(folders[p.line] / store.RESULT) for p in state.file.predictions
             if (folders[p.line] / store.RESULT).exists()]
 
@@ -142,8 +141,8 @@ def _rescore(config: RunConfig, state: RunState, folders: dict[int, Path]) -> No
         if (folder / store.EXECUTION).exists():
             spec = state.specs[prediction.task_id]
             floor = baselines.load(config.run_dir, spec)
-            result = score(spec, prediction, store.load_evidence(folder), floor)
-            store.write_result(folder, without_unmeasured(result, config.settings))
+            result = score(spec, prediction, store.load_evidence(folder), floor, probes_ran=config.settings.run_probes)
+            store.write_result(folder, result)
 
 
 def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], progress: Any) -> None:
@@ -185,15 +184,15 @@ def _measure_baselines(executor: Executor, config: RunConfig, state: RunState,
     for task_id, task_overlays in sorted(overlays.items()):
         if isinstance(task_overlays, str):
             continue
-        record = baselines.recorded(config.run_dir, state.specs[task_id])
-        if record is None:
+        earlier = baselines.recorded(config.run_dir, state.specs[task_id])
+        if earlier is None:
             wanted[task_id] = task_overlays
         else:
-            state.baselines[task_id] = record
-    for task_id, record in executor.measure_baselines(wanted).items():
-        if isinstance(record, dict):
-            baselines.save(config.run_dir, record)
-        state.baselines[task_id] = record
+            state.baselines[task_id] = earlier
+    for task_id, measured in executor.measure_baselines(wanted).items():
+        if isinstance(measured, BaseStateRecord):
+            baselines.save(config.run_dir, measured)
+        state.baselines[task_id] = measured
 
 
 def load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
@@ -228,9 +227,9 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
     }
 
 
-def _baseline_summary(record: dict[str, Any] | str) -> dict[str, Any]:
+def _baseline_summary(record: BaseStateRecord | str) -> dict[str, Any]:
     """A task's base-state run as the report shows it: its counts and any image problem it reveals."""
     if isinstance(record, str):
         return {"counts": None, "matches_recorded": None, "problem": record}
-    return {"counts": record["counts"], "matches_recorded": record["matches_recorded"],
-            "problem": baseline.problem(record)}
+    return {"counts": None if record.counts is None else dict(record.counts),
+            "matches_recorded": record.matches_recorded, "problem": record.problem()}

@@ -16,15 +16,18 @@ interrupted run (even `kill -9`) resumes without losing or recomputing finished 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.dataset.validation import validator
 from asyncodebench.files import write_atomic
 from asyncodebench.harness.evaluation import Evidence, Preparation, StateEvidence
 from asyncodebench.harness.integration import AgentMerge, Integration
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
+from asyncodebench.run.prediction_result import PredictionResult
 
 PATCH, EXECUTION, OUTPUT, REPORT, PROBES = "patch.diff", "execution.json", "evaluator_output.txt", "report.json", "probes.json"
 CHECKPOINTS, RESULT = "dependency_probe_checkpoints.jsonl", "result.json"
@@ -46,7 +49,7 @@ def is_finished(folder: Path) -> bool:
         return False
 
 
-def save_outcome(folder: Path, result: dict[str, Any], evidence: Evidence | None = None) -> None:
+def save_outcome(folder: Path, result: PredictionResult, evidence: Evidence | None = None) -> None:
     """Write one prediction's outcome, as the driver does whichever executor evaluated it: the evidence first, then
     the result, whose presence marks the work finished."""
     if evidence is not None:
@@ -54,12 +57,32 @@ def save_outcome(folder: Path, result: dict[str, Any], evidence: Evidence | None
     write_result(folder, result)
 
 
-def write_result(folder: Path, result: dict[str, Any]) -> None:
-    """Write the checkpoints file (upstream layout) and then the result."""
-    checkpoints = result.pop("checkpoints", None)
-    if checkpoints is not None:
-        write_atomic(folder / CHECKPOINTS, "".join(json.dumps(c) + "\n" for c in checkpoints))
-    write_json(folder / RESULT, result)
+def write_result(folder: Path, result: PredictionResult) -> None:
+    """Write the checkpoints file (upstream layout) and then the result, checked against its schema.
+
+    Raises:
+        jsonschema.ValidationError: the kit made a result its own schema refuses (a bug; nothing is written).
+    """
+    record = result.to_json()
+    _result_validator().validate(record)
+    if result.evaluation is not None:
+        write_atomic(folder / CHECKPOINTS, "".join(json.dumps(c) + "\n" for c in result.checkpoints))
+    write_json(folder / RESULT, record)
+
+
+def read_result(folder: Path) -> PredictionResult:
+    """The result saved in `folder` (without its checkpoint records).
+
+    Raises:
+        FileNotFoundError: the prediction has no result yet.
+        ValueError: the file is not a result record.
+    """
+    return PredictionResult.from_json(read_json(folder / RESULT))
+
+
+@functools.cache
+def _result_validator() -> Any:
+    return validator("result")
 
 
 def save_evidence(folder: Path, evidence: Evidence) -> None:
@@ -101,14 +124,13 @@ def load_evidence(folder: Path) -> Evidence:
 
 
 def stored_preparation(record: dict[str, Any]) -> Preparation:
-    return Preparation(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()})
+    return Preparation(**_tuples(record))
 
 
 def _integration(record: dict[str, Any] | None) -> Integration | None:
     if record is None:
         return None
-    merges = tuple(AgentMerge(**{k: tuple(v) if isinstance(v, list) else v for k, v in m.items()})
-                   for m in record["merges"])
+    merges = tuple(AgentMerge(**_tuples(m)) for m in record["merges"])
     return Integration(record["protocol"], merges, record["final_state"])
 
 
@@ -130,3 +152,8 @@ def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
         for c in record["calls"]
     )
     return ProbeRun(record["mode"], calls, record["probe_timeout"])
+
+
+def _tuples(record: dict[str, Any]) -> dict[str, Any]:
+    """A saved record's fields with its lists back as the tuples the frozen records hold."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from asyncodebench.harness import baseline
+from asyncodebench.harness.baseline import BaseStateRecord
 from asyncodebench.harness.evaluation import (
     Evidence,
     Settings,
@@ -27,11 +28,14 @@ from asyncodebench.harness.sandbox import SandboxUnavailableError
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images.digests import (
     MATCH,
+    MISMATCH,
+    MISSING,
     UNREACHABLE,
     ImageStatus,
     local_status,
     pull,
 )
+from asyncodebench.run.prediction_result import InfrastructureKind, PredictionResult
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.results import infrastructure_result, score
 from asyncodebench.scoring.patches import patch_bytes
@@ -45,7 +49,7 @@ class Job:
     prediction: Prediction
     settings: Settings
     overlays: dict[str, bytes] | str  # verified overlay patches by path, or why they cannot be used
-    baseline: dict[str, Any] | str | None  # the task's base-state record, or why it could not be measured
+    baseline: BaseStateRecord | str | None  # the task's base-state record, or why it could not be measured
     label: str  # the run folder's container label
 
 
@@ -54,13 +58,12 @@ class Outcome:
     """What the driver writes into the prediction's folder: its evidence (none for an infrastructure error) and its
     graded result."""
 
-    result: dict[str, Any]
+    result: PredictionResult
     evidence: Evidence | None = None
 
     @property
     def infrastructure_kind(self) -> str | None:
-        error = self.result.get("infrastructure_error")
-        return error["kind"] if error else None
+        return self.result.failure.kind if self.result.failure else None
 
 
 Record = Callable[[Job, Outcome], None]  # how an executor hands an outcome back to the driver, in its thread
@@ -101,7 +104,7 @@ def evaluate_prediction(client: Any, job: Job, image: ImageStatus,
     spec, prediction = job.spec, job.prediction
     if image.state != MATCH:
         what = f"image {spec.pinned_ref} is {image.state}: {image.detail or 'see scripts/check_images.py'}"
-        return Outcome(infrastructure_result(prediction, f"image_{image.state}", what))
+        return Outcome(infrastructure_result(prediction, image_failure_kind(image), what))
     if isinstance(job.overlays, str):
         return Outcome(infrastructure_result(prediction, "overlay_missing", job.overlays))
     if isinstance(job.baseline, str):
@@ -119,12 +122,12 @@ def evaluate_prediction(client: Any, job: Job, image: ImageStatus,
         return Outcome(infrastructure_result(prediction, "harness_error", traceback.format_exc()[-4000:]))
     if stopping is not None and stopping.is_set():
         return None
-    floor = baseline.from_record(job.baseline, spec) if job.baseline else None
-    return Outcome(without_unmeasured(score(spec, prediction, evidence, floor), job.settings), evidence)
+    floor = job.baseline.floor(spec) if job.baseline else None
+    return Outcome(score(spec, prediction, evidence, floor, probes_ran=job.settings.run_probes), evidence)
 
 
 def measure_baseline(client: Any, spec: TaskSpec, label: str, settings: Settings,
-                     overlays: dict[str, bytes]) -> dict[str, Any] | str:
+                     overlays: dict[str, bytes]) -> BaseStateRecord | str:
     """The task's base-state record (decision 9) measured on this node's daemon, or why it could not be."""
     try:
         return baseline.measure(Workbench.open(client, spec, label, settings, overlays))
@@ -140,42 +143,14 @@ def work_of(spec: TaskSpec, prediction: Prediction) -> tuple[bytes, tuple[State,
     """
     checkpoints = list(prediction.checkpoints)
     final_patch = prediction.model_patch
-    if checkpoints and checkpoints[-1]["checkpoint_type"] == "final_integrated":
-        final_patch = checkpoints.pop()["patch"] or ""
-    states = tuple(State(c["checkpoint_type"], c["workspace_kind"], c.get("agent_id"), patch_bytes(c["patch"]))
-                   for c in checkpoints)
+    if checkpoints and checkpoints[-1].checkpoint_type == "final_integrated":
+        final_patch = checkpoints.pop().patch or ""
+    states = tuple(State(c.checkpoint_type, c.workspace_kind, c.agent_id, patch_bytes(c.patch)) for c in checkpoints)
     agents = None
     if prediction.agent_patches and prediction.protocol in INTEGRATED_PROTOCOLS:
         patches = {a: patch_bytes(p) for a, p in prediction.agent_patches.items() if p}
         agents = (prediction.protocol, plan_artifacts(spec, patches))
     return patch_bytes(final_patch), states, agents
-
-
-UNMEASURED_NOTE = ("the dependency probes were not run (--no-probes): ADPR, DRS, DRE, CAIL and the unresolved count "
-                   "were not measured")
-_UNMEASURED_RUN_METRICS = ("final_pass_count", "adpr", "unresolved_count", "drs_penalized_mean", "dre_mean",
-                           "cail_penalized_mean")
-_UNMEASURED_DEPENDENCY = ("final_integrated_pass", "drs", "up", "down", "resolved", "drs_penalized", "dre", "cail_raw",
-                          "cail_penalized")
-
-
-def without_unmeasured(result: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """With probes off, a result shows its dependency metrics as not measured (null), not as 0 and T+1 penalties.
-
-    Scoring reads unrun probes as failing, which is right when probes were on but could not run (a patch that did
-    not apply scores 0 and stays in every mean) and says nothing when no probe was meant to run. Reports leave the
-    nulls out of every mean.
-    """
-    if settings.run_probes or result.get("status") != "evaluated":
-        return result
-    result = {**result, "adpr": None, "adpr_numerator": None, "dependency_trace": {},
-              "dependencies": [{**d, "integrated_pass": None} for d in result["dependencies"]],
-              "metrics_not_measured": UNMEASURED_NOTE}
-    metrics = {**result["run_metrics"], **{k: None for k in _UNMEASURED_RUN_METRICS}}
-    metrics["dependencies"] = [{**d, **{k: None for k in _UNMEASURED_DEPENDENCY if k in d}}
-                               for d in metrics.get("dependencies", [])]
-    result["run_metrics"] = metrics
-    return result
 
 
 def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:
@@ -187,3 +162,12 @@ def check_image(client: Any, spec: Any, allow_pull: bool) -> ImageStatus:
     except Exception as exc:  # the daemon went away after the ping: an infrastructure failure, reported
         status = ImageStatus(spec.task_id, spec.pinned_ref, UNREACHABLE, (), f"the Docker daemon failed: {exc}")
     return status
+
+
+IMAGE_FAILURES: dict[str, InfrastructureKind] = {MISSING: "image_missing", MISMATCH: "image_mismatch",
+                                                 UNREACHABLE: "image_unreachable"}
+
+
+def image_failure_kind(image: ImageStatus) -> InfrastructureKind:
+    """The infrastructure error of a pinned image found in a state other than `match`."""
+    return IMAGE_FAILURES[image.state]

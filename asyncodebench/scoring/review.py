@@ -95,9 +95,9 @@ def prediction_patches(prediction: Any) -> list[tuple[str, str]]:
         found.append(("model_patch", model_patch))
     checkpoints = getattr(prediction, "checkpoints", None) or ()
     for number, checkpoint in enumerate(checkpoints if isinstance(checkpoints, (list, tuple)) else (), start=1):
-        patch = checkpoint.get("patch") if isinstance(checkpoint, dict) else None
+        patch = getattr(checkpoint, "patch", None)  # a `run.predictions.Checkpoint`, read by its fields
         if isinstance(patch, str) and patch:
-            kind, agent = checkpoint.get("checkpoint_type"), checkpoint.get("agent_id")
+            kind, agent = getattr(checkpoint, "checkpoint_type", None), getattr(checkpoint, "agent_id", None)
             found.append((f"checkpoint {number} ({kind}{f', {agent}' if agent else ''})", patch))
     agents = getattr(prediction, "agent_patches", None)
     for agent, patch in (agents.items() if isinstance(agents, dict) else ()):

@@ -1,0 +1,60 @@
+"""What one prediction's report row flags, in one list that the Markdown and the HTML report both show.
+
+A flag is serious when it comes from a rule that changes the score (an integrity violation, a newly skipped test,
+an unreadable report, an agent's scope violation); the others point a reader at something to check. Review flags
+are never serious: they name added lines to read and never change a score.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+REVIEW_FLAGS_SHOWN = 3  # review flags named in a row; the rest are counted (all are in report.md and result.json)
+
+
+class Flag(NamedTuple):
+    label: str
+    serious: bool
+    detail: str  # more words for a tooltip; "" when the label says it all
+
+
+def row_flags(row: dict[str, Any]) -> list[Flag]:
+    """Every flag of a report row (see `report.prediction_row`), serious ones first in rule order."""
+    found = []
+    if row.get("integrity_violation"):
+        found.append(Flag(row["integrity_violation"], True, ""))
+    if row.get("newly_skipped_count"):
+        found.append(Flag(f"{row['newly_skipped_count']} newly skipped or xfailed", True,
+                          "tests skipped or xfailed here that were not at base (ids in result.json)"))
+    if row.get("report_problem"):
+        found.append(Flag(f"report {row['report_problem']}", True, ""))
+    if row.get("scope_violations"):
+        found.append(Flag(f"{row['scope_violations']} agent scope violation(s)", True, ""))
+    if row.get("out_of_scope_paths"):
+        found.append(Flag(f"{len(row['out_of_scope_paths'])} path(s) outside the writable paths", False,
+                          ", ".join(row["out_of_scope_paths"])))
+    if row.get("hazards_removed"):
+        found.append(Flag(f"removed: {', '.join(row['hazards_removed'])}", False, ""))
+    if row.get("restored_paths"):
+        found.append(Flag(f"restored: {', '.join(row['restored_paths'])}", False, ""))
+    if row.get("merge_conflicts"):
+        found.append(Flag(f"{row['merge_conflicts']} merge conflict(s)", False, ""))
+    if row.get("image_provenance") not in (None, "official"):
+        found.append(Flag(f"image {row['image_provenance']}", False, ""))
+    if row.get("audit_flags"):
+        found.append(Flag(f"{len(row['audit_flags'])} audit flag(s)", False, "; ".join(row["audit_flags"])))
+    return found + review_flags(row)
+
+
+def review_flags(row: dict[str, Any]) -> list[Flag]:
+    """The row's first review flags as `review <marker> <file>:<line>` (the added line as detail), then how many
+    more there are."""
+    shown = [flag for flag in (row.get("review_flags") or []) if isinstance(flag, dict)][:REVIEW_FLAGS_SHOWN]
+    found = []
+    for flag in shown:
+        where = flag.get("file", "") + (f":{flag['line']}" if flag.get("line") is not None else "")
+        found.append(Flag(f"review {flag.get('marker', '')} {where}", False, str(flag.get("text") or "")))
+    more = (row.get("review_flag_count") or 0) - len(shown)
+    if more > 0:
+        found.append(Flag(f"review: {more} more", False, "listed in report.md and result.json"))
+    return found

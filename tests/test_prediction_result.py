@@ -1,0 +1,74 @@
+"""The typed result record (run/prediction_result.py): exactly the JSON the kit writes, checked by its schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from helpers.demo_run import EvalRun
+
+from asyncodebench.dataset.validation import validator
+from asyncodebench.run import store
+from asyncodebench.run.prediction_result import (
+    INFRASTRUCTURE_KINDS,
+    Identity,
+    InfrastructureFailure,
+    PredictionResult,
+)
+
+IDENTITY = Identity("asyncodebench-demo:minicache", "single", "m", None, 3)
+
+
+def test_an_infrastructure_failure_has_a_known_kind_and_no_score() -> None:
+    result = PredictionResult(IDENTITY, failure=InfrastructureFailure("sandbox_unavailable", "daemon gone"))
+    assert result.to_json() == {
+        "schema_version": "1.0", "status": "infrastructure_error", "task_id": "asyncodebench-demo:minicache",
+        "protocol": "single", "model_name_or_path": "m", "prediction_run_id": None, "line": 3,
+        "infrastructure_error": {"kind": "sandbox_unavailable", "message": "daemon gone"}}
+    assert PredictionResult.from_json(result.to_json()) == result
+    validator("result").validate(result.to_json())
+    retold = result.with_failure_message("3 attempt(s) failed: a | b")
+    assert retold.failure == InfrastructureFailure("sandbox_unavailable", "3 attempt(s) failed: a | b")
+    assert result.failure is not None and result.failure.message == "daemon gone"  # the first is unchanged
+    with pytest.raises(ValueError, match="unknown infrastructure error kind 'cosmic_ray'"):
+        InfrastructureFailure("cosmic_ray", "x")  # type: ignore[arg-type]
+
+
+def test_a_result_is_evaluated_or_failed_never_both_nor_neither() -> None:
+    with pytest.raises(ValueError, match="either an evaluation or an infrastructure failure"):
+        PredictionResult(IDENTITY)
+    with pytest.raises(ValueError, match="unknown result status"):
+        PredictionResult.from_json({**IDENTITY.to_json(), "status": "done"})
+
+
+def test_the_schema_knows_every_infrastructure_kind_the_type_knows() -> None:
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "result.schema.json").read_text())
+    (failed,) = [s for s in schema["oneOf"] if s["properties"]["status"] == {"const": "infrastructure_error"}]
+    assert tuple(failed["properties"]["infrastructure_error"]["properties"]["kind"]["enum"]) == INFRASTRUCTURE_KINDS
+
+
+def test_the_run_folder_refuses_to_write_a_result_its_schema_refuses(tmp_path: Path) -> None:
+    bad = PredictionResult(Identity("t", "single", "m", None, -1),  # a line number below 0
+                           failure=InfrastructureFailure("harness_error", "x"))
+    with pytest.raises(jsonschema.ValidationError):
+        store.write_result(tmp_path, bad)
+    assert not (tmp_path / store.RESULT).exists()
+
+
+@pytest.mark.docker
+def test_every_result_of_the_demo_run_reads_back_to_the_same_bytes(shared_demo_run: EvalRun) -> None:
+    """Evaluated, zeroed, integrated, tampered and infrastructure results alike: from_json then to_json gives the
+    file byte for byte, and the checkpoint records ride along unchanged."""
+    folders = sorted((shared_demo_run.run_dir / "predictions").iterdir())
+    statuses = set()
+    for folder in folders:
+        written = (folder / store.RESULT).read_text(encoding="utf-8")
+        checkpoints = [json.loads(line) for line in (folder / store.CHECKPOINTS).read_text().splitlines()] \
+            if (folder / store.CHECKPOINTS).exists() else []
+        result = PredictionResult.from_json(json.loads(written), checkpoints)
+        assert json.dumps(result.to_json(), indent=2, default=str) + "\n" == written, folder.name
+        assert list(result.checkpoints) == checkpoints
+        statuses.add(result.status)
+    assert len(folders) >= 15 and "evaluated" in statuses
