@@ -65,7 +65,7 @@ def load_published(dataset: str = DEFAULT_DATASET, revision: str | None = DEFAUL
     if folder.is_dir():
         files = _local_files(folder)
         configs = {c: _load_parquet(paths) for c, paths in files.items()}
-        return PublishedRows(str(folder.resolve()), None, None, Rows(**configs), LOCAL, _content_digest(files))
+        return PublishedRows(str(folder.resolve()), None, None, Rows(configs.get("tasks", []), configs.get("scenarios", []), configs.get("dependencies", [])), LOCAL, _content_digest(files))
     if folder.exists() or not _HUB_ID.fullmatch(dataset):
         what = "is not a folder" if folder.exists() else "does not exist"
         raise DatasetNotFoundError(

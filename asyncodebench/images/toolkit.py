@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from asyncodebench.files import atomic_path
 
@@ -65,7 +65,7 @@ def cache_dir() -> Path:
     return root / "asyncodebench"
 
 
-def run_step(cmd: list[str], what: str, hint: str, **kwargs) -> subprocess.CompletedProcess:
+def run_step(cmd: list[str], what: str, hint: str, **kwargs: Any) -> subprocess.CompletedProcess:
     result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
     if result.returncode != 0:
         detail = (result.stderr or result.stdout).strip()[-2000:]

@@ -129,7 +129,7 @@ def varying_ids(runs: list[StateRun]) -> list[str]:
     """Test ids that only some runs have: ids made from something that changes, such as the time in a parameter.
     Not flakiness of outcome, but results keyed by these ids cannot be compared across runs."""
     every = [set(r.tests) for r in runs]
-    return sorted(set.union(*every) - set.intersection(*every))
+    return sorted(set[str]().union(*every) - (every[0].intersection(*every[1:]) if every else set()))
 
 
 def _matches(counts: list[dict[str, int] | None], recorded: list[dict[str, int]]) -> bool | None:

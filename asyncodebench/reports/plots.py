@@ -26,7 +26,7 @@ STYLE = {
 MAX_COLUMNS = 6
 
 
-def share_curves(predictions: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[float]]]:
+def share_curves(predictions: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (model, protocol): for each probe group, the share of dependency points passing at step k
     (index 0 is step 1), averaged over the group's predictions. Predictions without a trace are left out."""
     per_group: dict[tuple[str, str], list[dict[str, list[float]]]] = defaultdict(list)
@@ -49,7 +49,7 @@ def _mean_curves(curves: list[list[float]]) -> list[float]:
     return [sum(values) / len(values) for values in zip(*padded)]
 
 
-def resolution_figure(predictions: list[dict[str, Any]]):
+def resolution_figure(predictions: list[dict[str, Any]]) -> Any:
     """The figure (a matplotlib Figure, caller closes it), or None when no prediction has a dependency trace.
 
     Labels are drawn as written: model names are user data, so `$...$` is never read as mathtext.

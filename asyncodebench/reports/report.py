@@ -335,7 +335,7 @@ def trace_tables(predictions: list[dict[str, Any]], plot: str | None = None) -> 
     lines: list[str] = []
     for p in predictions:
         trace = p.get("dependency_trace") or {}
-        steps = next(iter(trace.values()), [])
+        steps: list[dict[str, Any]] = next(iter(trace.values()), [])
         if len(steps) < 2:
             continue
         if not lines:

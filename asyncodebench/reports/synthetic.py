@@ -14,7 +14,7 @@ from typing import Any
 
 from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.reports.report import build_report
-from asyncodebench.run.predictions import PredictionFile
+from asyncodebench.run.predictions import Prediction, PredictionFile
 from asyncodebench.scoring.dependency import (
     CheckpointRecord,
     DependencyOutcome,
@@ -127,7 +127,7 @@ def synthetic_inputs(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
     that change the results before the report is built."""
     rng = random.Random(seed)
     layout = task_layout(tasks, points)
-    results = []
+    results: list[dict[str, Any]] = []
     for number, model in enumerate(models):
         for protocol in protocols:
             for task in layout:
@@ -138,7 +138,9 @@ def synthetic_inputs(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
                 del result[key]
         result.update(status="infrastructure_error",
                       infrastructure_error={"kind": "image_missing", "message": "synthetic: the image was missing"})
-    file = PredictionFile(path="synthetic.jsonl", sha256="0" * 64, predictions=tuple(results), problems=())
+    predictions = tuple(Prediction(r["line"], r["task_id"], r["protocol"], r["model_name_or_path"],
+                                   r["prediction_run_id"], "", (), {}, {}) for r in results)
+    file = PredictionFile(path="synthetic.jsonl", sha256="0" * 64, predictions=predictions, problems=())
     metadata = {
         "run_id": run_id, "tool": {"name": "asyncodebench", "version": "synthetic", "python": "n/a"},
         "dataset": DATASET, "predictions_file": {"path": "synthetic.jsonl", "sha256": "0" * 64},

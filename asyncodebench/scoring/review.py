@@ -16,7 +16,7 @@ over lines, names built at run time); that is why they never change a score.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,7 +218,7 @@ def _is_context_range(line: str) -> bool:
 
 
 def _unified_hunk(lines: list[str], index: int, file: str, number: int, old_left: int,
-                  new_left: int) -> Iterator[AddedLine]:
+                  new_left: int) -> Generator[AddedLine, None, int]:
     """Yield a unified hunk's added lines; return the index after its body."""
     while index < len(lines) and (old_left > 0 or new_left > 0):
         line = lines[index].removesuffix("\r")
@@ -236,7 +236,8 @@ def _unified_hunk(lines: list[str], index: int, file: str, number: int, old_left
     return index
 
 
-def _context_new_section(lines: list[str], index: int, file: str, first: int, last: int) -> Iterator[AddedLine]:
+def _context_new_section(lines: list[str], index: int, file: str, first: int,
+                         last: int) -> Generator[AddedLine, None, int]:
     """Yield the added (`+ `) and changed (`! `) lines of a context diff's new-file section; return the index after."""
     number = first
     while index < len(lines) and number <= last:

@@ -87,6 +87,12 @@ class Config(object):
     def __init__(self, raw):
         self.__dict__.update(raw)
 
+    def __getattr__(self, name):  # only for names prepare.json lacked; tells type checkers the fields are dynamic
+        raise AttributeError("prepare.json has no field " + name)
+
+    def __setattr__(self, name, value):  # main() adds what it derives (io_dir, root, protected)
+        self.__dict__[name] = value
+
 
 # --- git -------------------------------------------------------------------------------------------
 
@@ -236,7 +242,7 @@ def real_location(path):
     """Where an absolute path leads once every symlink on the way is followed (at most SYMLINK_HOPS), or None for
     a loop. Iterative, so a chain of links cannot exhaust the interpreter's recursion either."""
     todo = [part for part in reversed(path.split(b"/")) if part]
-    resolved = []
+    resolved = []  # type: list[bytes]
     hops = 0
     while todo:
         part = todo.pop()
