@@ -300,7 +300,7 @@ def _unquote(text: str) -> str:
 
 
 def _c_unquote(text: str) -> tuple[str, int]:
-    """git's C-quoted name at text[0] == '"' (decoded as the harness decodes it), made printable: bytes that are
+    """Git's C-quoted name at text[0] == '"' (decoded as the harness decodes it), made printable: bytes that are
     not UTF-8 become U+FFFD. Returns it and how many characters it used."""
     name, used = c_unquote(text)
     return name.encode("utf-8", "surrogatepass").decode("utf-8", "replace"), used
