@@ -35,9 +35,10 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """`with atomic_path(target) as partial:` make the file or folder `partial` (it does not exist yet; a tool may
-    write it); when the block ends without an exception it is renamed to `target`, else removed.
+    """A path at which the block makes the file or folder `path`: renamed to `path` when the block ends without an
+    exception, else removed.
 
+    `with atomic_path(target) as partial:` the block makes `partial` (it does not exist yet; a tool may write it).
     `partial` lies in a private temporary folder beside `target` (creating `target`'s folder), which is removed in
     both cases. Renaming a folder onto an existing non-empty folder fails (OSError), as `os.replace` does.
     """

@@ -31,6 +31,7 @@ PARQUET_NAME = "test-00000-of-00001.parquet"
 
 
 def parquet_path(root: Path, config: str) -> Path:
+    """Where a configuration's Parquet file lives under a release root: `data/<config>/test-00000-of-00001.parquet`."""
     return root / "data" / config / PARQUET_NAME
 
 
@@ -111,6 +112,7 @@ def write_front_matter(readme: Path, generated: dict[str, Any]) -> None:
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """A card's YAML front matter and the body after it; text without front matter gives `{}` and itself."""
     if not text.startswith("---\n"):
         return {}, text
     end = text.index("\n---\n", 4)

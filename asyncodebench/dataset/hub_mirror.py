@@ -56,7 +56,7 @@ def commit_revision(repo: Path, folder: Path, tag: str) -> str:
     return _git(repo, "rev-parse", "HEAD")
 
 
-def free_port() -> int:
+def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -65,7 +65,7 @@ def free_port() -> int:
 @contextmanager
 def serve(mirrors_root: Path, repo_id: str, port: int | None = None, timeout: float = 60) -> Iterator[HubMirror]:
     """Run olah on 127.0.0.1 over `mirrors_root`, offline; stop it on exit."""
-    port = port or free_port()
+    port = port or _free_port()
     config = mirrors_root / "olah.toml"
     config.write_text(
         "[basic]\n"

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Protocol:
+    """One execution protocol: its id, the name tables show for it, and what kind of team it runs."""
+
     protocol_id: str
     display_name: str  # as the dataset card and the `scenarios` rows name it
     multi_agent: bool  # its agents are the task's specialists (the scenario's assignments are the task's)

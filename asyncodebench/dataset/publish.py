@@ -21,6 +21,8 @@ TOP_LEVEL_FILES = ("README.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.c
 
 @dataclass(frozen=True)
 class HubFile:
+    """One file of the assembled Hub folder: its path inside the folder, its size in bytes and its SHA-256."""
+
     path: str
     size: int
     sha256: str

@@ -52,10 +52,16 @@ class Rows:
     origin: dict[str, str] = field(default_factory=dict)  # row id -> source file
 
     def by_config(self) -> dict[str, list[dict[str, Any]]]:
+        """The rows keyed by configuration name."""
         return {"tasks": self.tasks, "scenarios": self.scenarios, "dependencies": self.dependencies}
 
 
 def read_yaml(path: Path) -> Any:
+    """The YAML document in `path`.
+
+    Raises:
+        SourceError: the file is missing or is not valid YAML.
+    """
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:

@@ -32,6 +32,7 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def validator(name: str) -> jsonschema.protocols.Validator:
+    """A validator for `schemas/<name>.schema.json`, of the draft the schema declares, with format checks on."""
     schema = load_schema(name)
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)

@@ -96,7 +96,7 @@ class CheckpointRecord:
         return FINAL_INTEGRATED in (self.checkpoint_type, self.checkpoint_id)
 
     def outcome(self, dependency_id: str) -> DependencyOutcome | None:
-        """This checkpoint's outcome for a dependency, or None when it was not probed (counts as not passed)."""
+        """The checkpoint's outcome for a dependency, or None when it was not probed (counts as not passed)."""
         return next((item for item in self.outcomes if item.dependency_id == dependency_id), None)
 
 

@@ -72,6 +72,7 @@ class NormalizedReport:
 
     @property
     def skipped_or_xfailed(self) -> int:
+        """Tests that were skipped or xfailed: outcomes that never block the exit code."""
         return self.skipped + self.xfailed
 
 

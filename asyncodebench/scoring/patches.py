@@ -84,9 +84,9 @@ def _split_git_header(rest: str) -> list[str]:
 
 
 def c_unquote(text: str) -> tuple[str, int]:
-    """Decode a git C-quoted name starting at text[0] == '"'; return it and the characters used.
+    r"""Decode a git C-quoted name starting at text[0] == '"'; return it and the characters used.
 
-    Escapes: \\a \\b \\t \\n \\v \\f \\r \\" \\\\ and three octal digits (one byte each, so UTF-8 names
+    Escapes: \a \b \t \n \v \f \r \" \\ and three octal digits (one byte each, so UTF-8 names
     arrive as several). An unknown escape keeps its backslash, which no safe name contains either.
     """
     out = bytearray()
@@ -107,8 +107,8 @@ def c_unquote(text: str) -> tuple[str, int]:
 
 
 def _raw(char: str) -> bytes:
-    """The bytes of one character of a patch; a lone surrogate that no byte produced (a JSON escape such as
-    \\ud800) is kept as its UTF-8-like bytes rather than failing on hostile input."""
+    r"""The bytes of one character of a patch; a lone surrogate that no byte produced (a JSON escape such as
+    \ud800) is kept as its UTF-8-like bytes rather than failing on hostile input."""
     try:
         return char.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:

@@ -1,4 +1,4 @@
-"""Does one pytest process's evidence agree with itself? (METRICS decision 11)
+"""Whether one pytest process's evidence agrees with itself (METRICS decision 11).
 
 Code under test runs inside pytest's own process, so it can rewrite what pytest reports. It cannot as easily make
 every trace of the run agree on the same lie. Four traces are compared here, all saved with the run:
@@ -189,5 +189,6 @@ def _said(counts: Mapping[str, int]) -> str:
 
 
 def audit_events(output: str, token: str | None) -> list[str]:
+    """The events the launcher's audit hook printed to `output` under the process's `token`; none without a token."""
     prefix = f"asyncodebench-audit {token} "
     return [line[len(prefix):].strip() for line in output.splitlines() if token and line.startswith(prefix)]
