@@ -33,6 +33,7 @@ class BaseStateRecord:
     skipped_or_xfailed_ids: tuple[str, ...] | None  # sorted; None without a usable list (or from before decision 12)
 
     def to_json(self) -> dict[str, Any]:
+        """The record as saved (`from_json` reads it back)."""
         return {"task_id": self.task_id, "pinned_ref": self.pinned_ref, "exit_code": self.exit_code,
                 "report_problem": self.report_problem, "counts": None if self.counts is None else dict(self.counts),
                 "recorded_initial_counts": [dict(c) for c in self.recorded_initial_counts],

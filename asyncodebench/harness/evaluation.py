@@ -129,15 +129,18 @@ class Workbench:
     @classmethod
     def open(cls, client: Any, spec: TaskSpec, run_id: str, settings: Settings,
              overlays: dict[str, bytes]) -> Workbench:
+        """A workbench for `spec`'s task, its overlays in the task's order, with the run's base volume made."""
         ordered = tuple((path, overlays[path]) for path, _ in spec.overlays)
         return cls(client, spec, run_id, settings, ordered, base_volume(client, spec.pinned_ref, run_id,
                                                                           spec.workdir))
 
     def sandbox(self) -> Sandbox:
+        """A new running container of the task's pinned image under the run's limits; removed when its `with` ends."""
         return Sandbox(self.client, self.spec.pinned_ref, self.run_id, self.settings.limits, self.spec.workdir,
                        self.base, self.spec.interpreter)
 
     def inputs(self, patch: bytes) -> dict[str, bytes]:
+        """The preparation's files for the state `patch` makes, the task's test targets among the protected paths."""
         spec = self.spec
         protected = (*spec.protected_paths, *spec.test_targets)
         return prepare_inputs(spec.workdir, spec.base_revision, spec.interpreter, protected, list(self.overlays),
@@ -235,6 +238,7 @@ def evaluate_patch(client: Any, spec: TaskSpec, patch: bytes, run_id: str, setti
 
 def evidence_from(spec: TaskSpec, preparation: Preparation, run: PytestRun | None, probes: ProbeRun | None,
                   settings: Settings) -> Evidence:
+    """The evidence of a final evaluator run; without a run (the patch never reached the code), a run with no output."""
     command = evaluator_command(spec)
     if run is None:
         # The model's patch never reached the code: nothing ran, scored against the expected total.
@@ -267,7 +271,7 @@ def evaluator_args(spec: TaskSpec) -> tuple[str, ...]:
 
 
 def probe_args(selectors: tuple[str, ...]) -> tuple[str, ...]:
-    # Plain pytest: probes do not use the evaluator's flags (METRICS 0.1).
+    """A probe process's pytest arguments: plain pytest with a JSON report, not the evaluator's flags (METRICS 0.1)."""
     return ("--json-report", "--json-report-file={report}", "--continue-on-collection-errors", *selectors)
 
 
@@ -277,4 +281,5 @@ def evaluator_command(spec: TaskSpec) -> tuple[str, ...]:
 
 
 def new_run_id() -> str:
+    """A fresh run id: 12 random hex digits."""
     return uuid.uuid4().hex[:12]

@@ -30,6 +30,7 @@ class AgentArtifact:
 
     @property
     def scope_ok(self) -> bool:
+        """Whether the patch stays within the agent's writable paths."""
         return not self.out_of_scope
 
 
@@ -48,16 +49,21 @@ class AgentMerge:
 
 @dataclass(frozen=True)
 class Integration:
+    """How the agents' patches were integrated: each merge in merge order, then the final integrated state (a
+    cumulative diff against the canonical base)."""
+
     protocol: str
     merges: tuple[AgentMerge, ...]
     final_state: str
 
     @property
     def conflicts(self) -> int:
+        """The number of merges that ended in a conflict."""
         return sum(m.merge_status == "conflict" for m in self.merges)
 
     @property
     def scope_violations(self) -> int:
+        """The number of agents whose patch touched paths outside their scope."""
         return sum(bool(m.out_of_scope) for m in self.merges)
 
 
@@ -93,6 +99,7 @@ def plan_artifacts(spec: TaskSpec, agent_patches: dict[str, bytes]) -> list[Agen
 
 
 def integration_from_record(protocol: str, plan: list[AgentArtifact], record: dict[str, Any]) -> Integration:
+    """The integration `incontainer/integrate.py` recorded, with each agent's out-of-scope paths from the plan."""
     scope = {a.agent_id: a.out_of_scope for a in plan}
     merges = tuple(
         AgentMerge(m["agent_id"], m["merge_status"], m["strategy"], m["reason"], scope[m["agent_id"]],

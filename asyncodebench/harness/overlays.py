@@ -63,10 +63,12 @@ class OverlaySource:
 
     @property
     def base_url(self) -> str:
+        """Where overlays are fetched from: `url`, else `$ASYNCODEBENCH_OVERLAYS_URL`, else `DEFAULT_BASE_URL`."""
         return (self.url or os.environ.get(URL_VARIABLE) or DEFAULT_BASE_URL).rstrip("/")
 
     @property
     def cache_dir(self) -> Path:
+        """Where fetched overlays are kept: `cache`, else `default_cache_dir()`."""
         return self.cache if self.cache is not None else default_cache_dir()
 
     def describe(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class ProbeCall:
 
     @property
     def normal(self) -> bool:
+        """Whether the process ended normally: a report, no timeout, and exit code 0 or 1 (tests ran)."""
         return self.report_found and not self.timed_out and self.exit_code in NORMAL_EXIT_CODES
 
 

@@ -54,6 +54,7 @@ class TaskSpec:
 
     @classmethod
     def from_rows(cls, task: dict[str, Any], dependencies: list[dict[str, Any]]) -> TaskSpec:
+        """The spec of a `tasks` row, with its own rows among `dependencies` (other tasks' rows are skipped)."""
         interpreter, options, targets = split_evaluator_command(task["evaluator_command"])
         return cls(
             task_id=task["task_id"], repo=task["repo"], base_revision=task["base_revision"],

@@ -67,6 +67,7 @@ class Preparation:
 
     @property
     def usable(self) -> bool:
+        """Whether the patch reached the code, so evaluated code may run (not failed, unsafe or unusable)."""
         return self.patch_status not in ("failed", "unsafe_paths", "unusable")
 
 
@@ -158,6 +159,8 @@ def _preparation(record: dict[str, Any]) -> Preparation:
 
 def launch_config(workdir: str, plugins: tuple[str, ...], image_pythonpath: str | None,
                   sentinel: dict[str, str] | None) -> bytes:
+    """The launcher's `launch.json`: the image's plugins and PYTHONPATH, the tree's import roots, the sandbox user
+    and the sentinel settings (None: no sentinels)."""
     roots = [workdir, f"{workdir}/src"]
     return json.dumps({"plugins": list(plugins), "import_roots": roots, "image_pythonpath": image_pythonpath,
                        "workdir": workdir, "sandbox_uid": SANDBOX_UID, "sandbox_gid": SANDBOX_GID,

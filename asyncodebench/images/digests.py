@@ -34,6 +34,7 @@ class ImageStatus:
     detail: str = ""
 
     def as_dict(self) -> dict[str, Any]:
+        """The status as a JSON object, one key per field."""
         return asdict(self)
 
 
@@ -54,7 +55,7 @@ def split_reference(image: str) -> tuple[str, str, str]:
     return registry, path, tag or "latest"
 
 
-def repository_of(pinned_ref: str) -> str:
+def _repository_of(pinned_ref: str) -> str:
     return pinned_ref.split("@", 1)[0]
 
 
@@ -80,8 +81,8 @@ def local_status(client: Any, task_id: str, image: str, pinned_ref: str) -> Imag
 
 def _same_repo(repo_digest: str, pinned_ref: str) -> bool:
     """`cachetools@sha256:..` from `docker.io/wentingzhao/cachetools@..`: Docker drops the docker.io prefix."""
-    ours = split_reference(repository_of(pinned_ref) + ":x")[:2]
-    theirs = split_reference(repository_of(repo_digest) + ":x")[:2]
+    ours = split_reference(_repository_of(pinned_ref) + ":x")[:2]
+    theirs = split_reference(_repository_of(repo_digest) + ":x")[:2]
     return ours == theirs
 
 

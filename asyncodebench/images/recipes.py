@@ -50,9 +50,12 @@ class Recipe:
 
     @property
     def default_base(self) -> str:
+        """The base image when none is given: `python:<python>-slim`."""
         return f"python:{self.python}-slim"
 
     def build_args(self) -> dict[str, str]:
+        """The Dockerfile's build arguments: system packages, interpreter aliases, and the PYTHONPATH under the work
+        tree."""
         return {
             "SYSTEM_PACKAGES": " ".join(self.system_packages),
             "INTERPRETER_ALIASES": " ".join(self.interpreter_aliases),
@@ -60,6 +63,7 @@ class Recipe:
         }
 
     def requirements_txt(self) -> str:
+        """The pinned requirements as a `requirements.txt`, one a line."""
         return "".join(f"{r}\n" for r in self.requirements)
 
     def digest(self) -> str:
@@ -80,6 +84,7 @@ def task_source(task_id: str, data_dir: Path = DATA_DIR) -> Path:
 
 
 def recipe_path(task_id: str, data_dir: Path = DATA_DIR) -> Path:
+    """The task's image recipe: its source file with the suffix `.image.yaml`."""
     return task_source(task_id, data_dir).with_suffix(".image.yaml")
 
 

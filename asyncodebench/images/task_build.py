@@ -45,6 +45,8 @@ class BuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class BuiltTaskImage:
+    """A rebuilt task image, pushed and pinned, with what its image map entry records."""
+
     task_id: str
     pinned_ref: str
     base_image: str
@@ -56,6 +58,7 @@ class BuiltTaskImage:
     built_at: str
 
     def map_entry(self) -> dict[str, Any]:
+        """The image map's entry for the task (`provenance: rebuilt`)."""
         return {"pinned_ref": self.pinned_ref, "provenance": "rebuilt", "recipe_sha256": self.recipe_sha256,
                 "base_image": self.base_image, "base_image_digest": self.base_image_digest,
                 "content_sha256": self.content_sha256, "python_version": self.python_version,
@@ -73,6 +76,7 @@ def _step(cmd: list[str], what: str, hint: str, **kwargs: Any) -> str:
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
+    """Git's output, without global or system configuration; a failure raises `BuildError`."""
     return _step(["git", *args], f"git {args[0]}", "check the repository URL or path (--repo) and the network",
                  cwd=cwd, env={**os.environ, **GIT_ENV})
 
@@ -172,14 +176,14 @@ def _ca_bundle() -> bytes:
     return b""
 
 
-def build_context(recipe: Recipe, repo: str, cache: Path, dest: Path) -> None:
+def _build_context(recipe: Recipe, repo: str, cache: Path, dest: Path) -> None:
     shutil.copyfile(DOCKERFILE, dest / "Dockerfile")
     (dest / "requirements.txt").write_text(recipe.requirements_txt())
     (dest / "pip-ca.pem").write_bytes(_ca_bundle())
     testbed_at(fetch(repo, recipe.base_revision, cache), recipe.base_revision, dest / "testbed")
 
 
-def docker_build(recipe: Recipe, context: Path, base: str, tag: str, no_cache: bool) -> None:
+def _docker_build(recipe: Recipe, context: Path, base: str, tag: str, no_cache: bool) -> None:
     args = [f"--build-arg=BASE_IMAGE={base}", *(f"--build-arg={k}={v}" for k, v in recipe.build_args().items())]
     # The host network: pip needs the package index, and some machines have no working bridge network.
     cmd = ["docker", "build", "--quiet", "--network=host", "--tag", tag, *args, *(["--no-cache"] if no_cache else []),
@@ -230,8 +234,8 @@ def build(recipe: Recipe, repo: str, base: str | None, registry: str, cache: Pat
     name = recipe.task_id.split(":", 1)[1]
     tag = f"{registry}/asyncodebench/{name}:rebuilt-{recipe.digest()[:12]}"
     with tempfile.TemporaryDirectory(prefix="asyncodebench-build-") as scratch:
-        build_context(recipe, repo, cache, Path(scratch))
-        docker_build(recipe, Path(scratch), base_ref, tag, no_cache)
+        _build_context(recipe, repo, cache, Path(scratch))
+        _docker_build(recipe, Path(scratch), base_ref, tag, no_cache)
     size = int(_docker("image", "inspect", "--format", "{{.Size}}", tag))
     return BuiltTaskImage(
         task_id=recipe.task_id, pinned_ref=push(tag), base_image=base_ref, base_image_digest=image_digest(base_ref),

@@ -66,6 +66,8 @@ def cache_dir() -> Path:
 
 
 def run_step(cmd: list[str], what: str, hint: str, **kwargs: Any) -> subprocess.CompletedProcess:
+    """Run `cmd` with its output captured as text; a failure raises `ImageBuildError` with `what`, its output's end
+    and `hint`."""
     result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
     if result.returncode != 0:
         detail = (result.stderr or result.stdout).strip()[-2000:]
@@ -75,10 +77,12 @@ def run_step(cmd: list[str], what: str, hint: str, **kwargs: Any) -> subprocess.
 
 def docker(*args: str, hint: str = "is dockerd running? try scripts/start_services.sh",
             stdin: IO[bytes] | None = None) -> str:
+    """The output of a docker command; a failure raises `ImageBuildError` with `hint`."""
     return run_step(["docker", *args], f"docker {args[0]}", hint, stdin=stdin).stdout.strip()
 
 
 def local_image_id(ref: str) -> str | None:
+    """The id of the local image `ref`, or None when there is none."""
     result = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref],
                             capture_output=True, text=True, check=False)
     return result.stdout.strip() if result.returncode == 0 else None
@@ -230,6 +234,7 @@ def image_config(diff_ids: Sequence[str], history: Sequence[str], working_dir: s
 
 
 def add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    """Add `data` to `tar` as the file `name`, with the fixed time so the archive is reproducible."""
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mtime = FIXED_EPOCH

@@ -19,14 +19,17 @@ CFG = None
 
 
 def git(*args, **kwargs):
+    """Git in the work tree with the preparation's settings (`prepare.git`): (exit code, text)."""
     return git_with(CFG, *args, **kwargs)
 
 
 def state_diff(canonical, ref):
+    """The cumulative diff (binary included) of the state `ref` against the canonical base."""
     return git("diff", "--binary", canonical, ref)[1]
 
 
 def commit_state(message):
+    """Commit the work tree as it is (no hooks, empty allowed); return the new commit's SHA."""
     git("add", "-A")
     git("commit", "-q", "--no-verify", "--allow-empty", "-m", message)
     return git("rev-parse", "HEAD")[1].strip()
@@ -47,6 +50,8 @@ def try_apply(patch_path):
 
 
 def integrate_agent(agent, canonical, integrated, serial):
+    """Apply one agent's patch in its own workspace (the integrated state when serial, else the canonical base), then
+    merge it into the integrated state; return the agent's record and the integrated state's commit after it."""
     record = {"agent_id": agent["agent_id"], "scope_ok": agent["scope_ok"], "reason": None}
     start = integrated if serial else canonical
     git("checkout", "-q", "--detach", start)
@@ -74,6 +79,7 @@ def integrate_agent(agent, canonical, integrated, serial):
 
 
 def main():
+    """Integrate the agents `<io>/integrate.json` lists (`<io>` is argument 1); write `<io>/integrated.json`."""
     global CFG
     io_dir = sys.argv[1]
     with open(os.path.join(io_dir, "prepare.json")) as handle:

@@ -31,6 +31,7 @@ SENTINEL_OUTCOMES = ("passed", "failed", "error", "skipped")  # the same list is
 
 
 def main():
+    """Run pytest on the arguments after `<io>/launch.json`, set up as the module says; exit with its exit code."""
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         sys.path.pop(0)
     with open(sys.argv[1]) as handle:
@@ -134,6 +135,7 @@ def end_other_processes():
 
 
 def others_running(uid):
+    """The pids of `uid`'s processes other than this one that can still run (not zombies)."""
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
@@ -146,6 +148,7 @@ def others_running(uid):
 
 
 def is_zombie(pid):
+    """Whether the process `pid` has ended (zombie or dead) and so can run no more code."""
     with open("/proc/%s/stat" % pid) as handle:
         return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
@@ -158,7 +161,9 @@ AUDIT_DISTINCT = 100
 
 class Audit(object):
     """Flags for review (never a score) of what honest code under test does not do, one line per distinct finding
-    on the stderr this process started with (pytest's capture cannot hold them back):
+    on the stderr this process started with (pytest's capture cannot hold them back).
+
+    Two watchers find them:
 
     - a PEP 578 hook, installed before any evaluated code is imported (it cannot be removed), sees the garbage
       collector searched, tracing or audit hooks installed, ctypes, a function's code replaced, when the code
@@ -177,9 +182,11 @@ class Audit(object):
         self.before = {}
 
     def start(self):
+        """Take the snapshot of the test runner's objects (at session start)."""
         self.before = runner_objects()
 
     def hook(self, event, args):
+        """The PEP 578 hook: flag an audited event, or a function's code replaced, caused by a file of the work tree."""
         if event == "object.__setattr__" and args[1] == "__code__":
             what = "function code replaced: %s" % getattr(args[0], "__qualname__", "?")
         elif event in AUDITED_EVENTS:
@@ -190,6 +197,7 @@ class Audit(object):
             self.flag(what)
 
     def compare(self):
+        """Flag the runner's objects replaced since the snapshot, and the methods added to its classes."""
         now = runner_objects()
         for key, value in self.before.items():
             if now.get(key) is not value:
@@ -200,6 +208,7 @@ class Audit(object):
                 self.flag("pytest's %s added" % key)
 
     def flag(self, what):
+        """Write one finding to the saved stderr: each distinct finding once, at most `AUDIT_DISTINCT` of them."""
         if what in self.seen or len(self.seen) >= AUDIT_DISTINCT:
             return
         self.seen.add(what)
@@ -228,6 +237,7 @@ def runner_objects():
 
 
 def is_code(value):
+    """Whether a snapshot keeps `value`: a callable (function, class) or a descriptor."""
     return callable(value) or isinstance(value, (property, classmethod, staticmethod))
 
 
@@ -238,22 +248,26 @@ def caused_in(workdir):
 
 
 def sentinel_name(token, outcome):
+    """The name of the sentinel test of `outcome`, made from the secret `token` (scoring/tampering.py makes it too)."""
     return "test_" + hashlib.sha256((token + ":" + outcome).encode()).hexdigest()[:12]
 
 
 def sentinel_pass():
+    """The sentinel that must pass."""
     assert True
 
 
 def sentinel_fail():
+    """The sentinel that must fail."""
     assert False, "a sentinel that must fail"
 
 
 def sentinel_error():
-    pass  # never runs: its fixture does not exist, so its setup errors
+    """The sentinel whose setup must error: it never runs, because its fixture does not exist."""
 
 
 def sentinel_skip():
+    """The sentinel that must be skipped."""
     import pytest
     pytest.skip("a sentinel that must be skipped")
 

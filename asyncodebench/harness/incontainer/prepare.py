@@ -1,4 +1,4 @@
-"""Prepare one fresh task container's workspace, on the trusted side (root), before any evaluated code runs.
+r"""Prepare one fresh task container's workspace, on the trusted side (root), before any evaluated code runs.
 
 Runs with the task's interpreter (standard library only, Python >= 3.6). Reads `<io>/prepare.json` and writes its
 record as a file (`record_path`), never through its output, whose tail alone reaches the host. The steps:
@@ -21,7 +21,7 @@ record as a file (`record_path`), never through its output, whose tail alone rea
 Git runs with hooks, fsmonitor, signing, attributes outside the tree, submodule recursion and the system/global
 configuration disabled; no trusted git command runs on the patched tree before the judge removed every
 `.gitattributes` of the patch. Paths are bytes throughout (any name git can write), recorded as UTF-8 text with
-undecodable bytes shown as `\\xNN`.
+undecodable bytes shown as `\xNN`.
 """
 
 import errno
@@ -84,6 +84,8 @@ print(json.dumps({"plugins": sorted(set(found)), "startup_modules": startup, "sy
 
 
 class Config(object):
+    """The fields of `prepare.json` as attributes (`cfg.workdir`), plus those `main()` derives."""
+
     def __init__(self, raw):
         self.__dict__.update(raw)
 
@@ -125,6 +127,7 @@ def git_bytes(cfg, args, stdin=None):
 
 
 def as_sandbox_user(cfg):
+    """A `preexec_fn` that makes the child process the sandbox user (no supplementary groups)."""
     def drop():
         os.setgroups([])
         os.setgid(cfg.sandbox_gid)
@@ -140,6 +143,8 @@ def copy_image_tree(source, workdir):
 
 
 def canonical_state(cfg):
+    """Reset the work tree to the base revision and apply the overlays (committed, when there are any): the canonical
+    state. Returns its commit's SHA."""
     git(cfg, "reset", "--hard", "-q", cfg.base_revision)
     git(cfg, "clean", "-ffdxq")
     for path in cfg.overlays:
@@ -150,6 +155,7 @@ def canonical_state(cfg):
 
 
 def commit(cfg, message):
+    """Commit the work tree as it is (no hooks, empty allowed)."""
     git(cfg, "add", "-A")
     git(cfg, "commit", "-q", "--no-verify", "--allow-empty", "-m", message)
 
@@ -508,7 +514,7 @@ def apply_patch(cfg):
 
 
 def shown(path):
-    """A path as recorded: UTF-8 text, undecodable bytes as `\\xNN`, so records are always valid JSON text."""
+    r"""A path as recorded: UTF-8 text, undecodable bytes as `\xNN`, so records are always valid JSON text."""
     return path.decode("utf-8", "backslashreplace")
 
 
@@ -641,6 +647,8 @@ def judged(cfg, stage, base, shadowed, seconds):
 
 
 def main():
+    """Prepare the work tree as `<io>/prepare.json` says (`<io>` is argument 1) and write the record; the steps are
+    the module's."""
     started = time.monotonic()
     cfg = Config(json.load(open(os.path.join(sys.argv[1], "prepare.json"))))
     cfg.io_dir = sys.argv[1]
