@@ -23,9 +23,10 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
+from asyncodebench.files import write_atomic
 from asyncodebench.reports.compare import compare_runs, csv_text, load_run
 from asyncodebench.reports.htmlcompare import render_compare
-from asyncodebench.run.store import write_atomic, write_json
+from asyncodebench.run.store import write_json
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

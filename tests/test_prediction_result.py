@@ -17,6 +17,7 @@ from asyncodebench.run.prediction_result import (
     InfrastructureFailure,
     PredictionResult,
 )
+from asyncodebench.run.runfolder import prediction_folders
 
 IDENTITY = Identity("asyncodebench-demo:minicache", "single", "m", None, 3)
 
@@ -61,7 +62,7 @@ def test_the_run_folder_refuses_to_write_a_result_its_schema_refuses(tmp_path: P
 def test_every_result_of_the_demo_run_reads_back_to_the_same_bytes(shared_demo_run: EvalRun) -> None:
     """Evaluated, zeroed, integrated, tampered and infrastructure results alike: from_json then to_json gives the
     file byte for byte, and the checkpoint records ride along unchanged."""
-    folders = sorted((shared_demo_run.run_dir / "predictions").iterdir())
+    folders = prediction_folders(shared_demo_run.run_dir)
     statuses = set()
     for folder in folders:
         written = (folder / store.RESULT).read_text(encoding="utf-8")

@@ -143,7 +143,7 @@ def render_report(report: dict[str, Any], artifacts_base: str = "") -> str:
 
 def write_report_html(report: dict[str, Any], path: Path, run_dir: Path | None = None) -> Path:
     """Write the page to `path` atomically; links to artifacts point at `run_dir` (default: the page's folder)."""
-    from asyncodebench.run.store import write_atomic
+    from asyncodebench.files import write_atomic
 
     base = ""
     if run_dir is not None and run_dir.resolve() != path.parent.resolve():
