@@ -43,6 +43,8 @@ METRICS = {
 
 @dataclass(frozen=True)
 class Run:
+    """One run's report as compared, with the label tables give it."""
+
     label: str  # how tables name the run: its run id, or its folder when two runs share an id
     path: str  # the report.json read
     report: dict[str, Any]
@@ -50,6 +52,8 @@ class Run:
 
 @dataclass(frozen=True)
 class Cell:
+    """One (model, protocol) cell of one run: what a comparison pairs, task by task."""
+
     run: str  # the run's label
     model: str
     protocol: str
@@ -137,6 +141,8 @@ def compare_cells(a: Cell, b: Cell, values: dict[Cell, dict[str, dict[str, float
 
 
 def comparisons(values: dict[Cell, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """Every comparison record of the three views: protocols against `single`, models under one protocol, and a
+    cell in a later run against the first run that has it."""
     cells = sorted(values, key=lambda c: (c.subject, c.protocol))
     records: list[dict[str, Any]] = []
     by_subject: dict[str, dict[str, Cell]] = defaultdict(dict)

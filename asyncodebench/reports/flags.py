@@ -13,6 +13,8 @@ REVIEW_FLAGS_SHOWN = 3  # review flags named in a row; the rest are counted (all
 
 
 class Flag(NamedTuple):
+    """One flag of a row: its label, whether it is serious, and more words for a tooltip."""
+
     label: str
     serious: bool
     detail: str  # more words for a tooltip; "" when the label says it all

@@ -57,6 +57,7 @@ def view_rows(view: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render_compare(record: dict[str, Any]) -> str:
+    """The comparison page for a comparison record (what `compare.json` holds), one section per view."""
     views = [{"id": view, "title": title, "text": text, "headers": headers,
               "rows": view_rows(view, [c for c in record["comparisons"] if c["view"] == view])}
              for view, title, text, headers in VIEWS]

@@ -45,6 +45,7 @@ def prediction_folder(row: dict[str, Any]) -> str:
 
 
 def prediction_rows(report: dict[str, Any], artifacts_base: str) -> list[dict[str, Any]]:
+    """The predictions table: each row with its flags and links to its files, by task, model, protocol and line."""
     rows = []
     for row in sorted(report["predictions"], key=lambda p: (p["task_id"], p["model_name_or_path"], p["protocol"],
                                                             p["line"])):
@@ -85,6 +86,7 @@ def dependency_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def headline_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The headline table: per summary row, one cell per `HEADLINE` metric (estimate, interval, glyph)."""
     rows = []
     for row in report["summary"]:
         cells = []
@@ -110,6 +112,7 @@ def settings_items(settings: dict[str, Any], prefix: str = "") -> list[tuple[str
 
 
 def image_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The images table: each task's image status with its provenance, by task."""
     sources = run.get("image_sources") or {}
     return [{**status, "task_id": task, "provenance": (sources.get(task) or {}).get("provenance", "not recorded")}
             for task, status in sorted((run.get("images") or {}).items())]
@@ -153,6 +156,7 @@ def write_report_html(report: dict[str, Any], path: Path, run_dir: Path | None =
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module's docstring); 2 when the report cannot be read."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="a run folder, or its report.json")
     parser.add_argument("-o", "--output", type=Path, default=None, help="where to write (default: <run>/report.html)")

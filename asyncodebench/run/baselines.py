@@ -12,6 +12,7 @@ from asyncodebench.scoring.grading import Baseline
 
 
 def baseline_path(run_dir: Path, task_id: str) -> Path:
+    """Where the run folder keeps the task's base-state record: `baselines/<task>.json`."""
     return run_dir / "baselines" / f"{task_id.replace(':', '__').replace('/', '_')}.json"
 
 
@@ -28,6 +29,7 @@ def recorded(run_dir: Path, spec: TaskSpec) -> BaseStateRecord | None:
 
 
 def save(run_dir: Path, record: BaseStateRecord) -> None:
+    """Keep the task's base-state record in the run folder, replacing the one it held."""
     store.write_json(baseline_path(run_dir, record.task_id), record.to_json())
 
 

@@ -43,6 +43,7 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
+        """The run folder: `<output_dir>/<run_id>`."""
         return self.output_dir / self.run_id
 
     @property
@@ -53,6 +54,7 @@ class RunConfig:
 
     @property
     def overlay_source(self) -> OverlaySource:
+        """Where the run takes overlays from, as its flags say."""
         return OverlaySource(directory=self.overlays_dir, url=self.overlays_url)
 
 

@@ -43,6 +43,8 @@ T = TypeVar("T")
 
 
 class Executor(Protocol):
+    """Where a run's predictions are evaluated: this machine's Docker daemon, or the nodes of a Ray cluster."""
+
     def open(self, task_ids: set[str]) -> tuple[InfrastructureKind, str] | None:
         """Get ready to evaluate these tasks; (infrastructure error kind, message) when nothing can run."""
 
@@ -58,6 +60,7 @@ class Executor(Protocol):
 
 
 def open_executor(config: RunConfig, state: RunState) -> Executor:
+    """The executor `config.executor` names: a Ray cluster's (Ray is imported only then) or this machine's."""
     if config.executor == "ray":
         from asyncodebench.run.ray_executor import (
             RayExecutor,  # lazy: Ray is an optional extra
@@ -68,13 +71,14 @@ def open_executor(config: RunConfig, state: RunState) -> Executor:
 
 
 class LocalExecutor:
-    """This machine's Docker daemon; images are checked once, up front."""
+    """The executor of this machine's Docker daemon; images are checked once, up front."""
 
     def __init__(self, config: RunConfig, state: RunState) -> None:
         self.config, self.state = config, state
         self.client: Any = None
 
     def open(self, task_ids: set[str]) -> tuple[InfrastructureKind, str] | None:
+        """See `Executor.open`: connect to the daemon, remove this run's leftover containers, check the images."""
         try:
             self.client = docker_client()
         except SandboxUnavailableError as exc:
@@ -85,6 +89,7 @@ class LocalExecutor:
         return None
 
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, BaseStateRecord | str]:
+        """See `Executor.measure_baselines`: the tasks whose image matches its pin, one after another."""
         return {task_id: self._measure_baseline(task_id, task_overlays)
                 for task_id, task_overlays in sorted(overlays.items())
                 if self.state.images[task_id].state == MATCH}
@@ -97,6 +102,7 @@ class LocalExecutor:
         return attempts_failed(failures) if isinstance(record, str) else record
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
+        """See `Executor.evaluate`: `max_workers` jobs at once (one by default), each in a thread of this process."""
         stopping = self.state.stopping
         with ThreadPoolExecutor(max_workers=self.config.max_workers or 1) as pool:
             futures = {pool.submit(evaluate_with_tries, self.client, job,
@@ -114,6 +120,7 @@ class LocalExecutor:
                 raise
 
     def close(self) -> None:
+        """See `Executor.close`: remove any container or volume of the run left behind."""
         if self.client is not None and not self.state.stopping.is_set():
             try:  # every step removes its own container; a start the daemon failed may leave one created
                 remove_run_containers(self.client, self.config.label)

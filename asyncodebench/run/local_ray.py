@@ -30,6 +30,8 @@ class ClusterError(RuntimeError):
 
 @dataclass
 class Node:
+    """One node of the cluster: its `ray start` command, environment and log, and its process once started."""
+
     name: str
     command: list[str]
     env: dict[str, str]
@@ -73,6 +75,7 @@ class LocalCluster:
         self.stop()
 
     def start_head(self, num_cpus: int = 1) -> None:
+        """Start the head node and wait until it has written its address (`address`)."""
         self.root.mkdir(parents=True, exist_ok=True)
         (self.temp_dir / "ray_current_cluster").unlink(missing_ok=True)
         head = self._node("head", ["--head", "--port", "0", "--include-dashboard=false", "--num-cpus", str(num_cpus)],
@@ -96,6 +99,7 @@ class LocalCluster:
         return node
 
     def wait_ready(self, *names: str) -> None:
+        """Wait until each named node has started its Ray runtime."""
         for name in names:
             self._wait_ready(self.nodes[name])
 
@@ -117,12 +121,14 @@ class LocalCluster:
             node.process.wait()
 
     def restart(self, name: str) -> None:
+        """Kill the node, then start it again with the same command and wait until it is ready."""
         self.kill(name)
         node = self.nodes[name]
         self._start(node)
         self._wait_ready(node)
 
     def stop(self) -> None:
+        """Kill every node of this cluster, the last started first."""
         for name in reversed(list(self.nodes)):
             self.kill(name)
 

@@ -48,11 +48,13 @@ class Identity:
     line: int  # 1-based line of the predictions file
 
     def to_json(self) -> dict[str, Any]:
+        """The identity's keys, at the top level of `result.json`."""
         return {"task_id": self.task_id, "protocol": self.protocol, "model_name_or_path": self.model_name_or_path,
                 "prediction_run_id": self.prediction_run_id, "line": self.line}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Identity:
+        """Read back what `to_json` wrote (from a whole `result.json` object)."""
         return cls(value["task_id"], value["protocol"], value["model_name_or_path"], value["prediction_run_id"],
                    value["line"])
 
@@ -69,6 +71,7 @@ class InfrastructureFailure:
             raise ValueError(f"unknown infrastructure error kind {self.kind!r}; known: {', '.join(INFRASTRUCTURE_KINDS)}")
 
     def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `infrastructure_error` object."""
         return {"kind": self.kind, "message": self.message}
 
 
@@ -84,12 +87,14 @@ class PatchFacts:
     changed_count: int  # every changed path, listed or not
 
     def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `patch` object."""
         return {"status": self.status, "empty": self.empty, "unusable_reason": self.unusable_reason,
                 "unsafe_paths": list(self.unsafe_paths), "changed_paths": list(self.changed_paths),
                 "changed_count": self.changed_count}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> PatchFacts:
+        """Read back the `patch` object; an older one without `changed_count` counts its listed paths."""
         return cls(value["status"], value["empty"], value.get("unusable_reason"), tuple(value["unsafe_paths"]),
                    tuple(value["changed_paths"]), value.get("changed_count", len(value["changed_paths"])))
 
@@ -107,6 +112,7 @@ class Protection:
     out_of_scope_paths: tuple[str, ...]  # changed paths outside the task's writable paths
 
     def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `protection` object."""
         return {"canonical_ref": self.canonical_ref, "restored_paths": list(self.restored_paths),
                 "untracked_paths_removed": list(self.untracked_paths_removed),
                 "hazards_removed": list(self.hazards_removed), "hazards_removed_count": self.hazards_removed_count,
@@ -114,6 +120,7 @@ class Protection:
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Protection:
+        """Read back the `protection` object; an older one without a count counts its listed hazards."""
         hazards = tuple(value["hazards_removed"])
         return cls(value["canonical_ref"], tuple(value["restored_paths"]), tuple(value["untracked_paths_removed"]),
                    hazards, value.get("hazards_removed_count", len(hazards)), tuple(value["image_plugins"]),
@@ -135,6 +142,7 @@ class Integrity:
     baseline: JsonObject | None  # the floor the prediction was held to; None when the base was not measured
 
     def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `integrity` object, the skip rules' keys among its own."""
         return {"violation": self.violation, "tampering": [dict(t) for t in self.tampering],
                 "audit": [dict(a) for a in self.audit], "skipped_or_xfailed": self.skipped_or_xfailed,
                 "total": self.total, "report_problem": self.report_problem, **self.skip_rules,
@@ -142,6 +150,7 @@ class Integrity:
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Integrity:
+        """Read back the `integrity` object; one from before kit 0.4.2 found no tampering, audit or review flags."""
         skip_rules = {k: value[k] for k in ("skip_rules_broken", "newly_skipped") if k in value}
         # tampering, audit and review came with kit 0.4.2; an older result found nothing of the kind
         return cls(value["violation"], tuple(value.get("tampering", ())), tuple(value.get("audit", ())),
@@ -163,6 +172,7 @@ class EvaluatorFacts:
     summary: Mapping[str, int]  # passed, failed, errors, skipped, xfailed, total, collected
 
     def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `evaluator` object."""
         return {"command": list(self.command), "exit_code": self.exit_code, "timed_out": self.timed_out,
                 "killed_by_watchdog": self.killed_by_watchdog, "seconds": self.seconds,
                 "failure_kind": self.failure_kind, "synthetic_summary": self.synthetic_summary,
@@ -170,6 +180,7 @@ class EvaluatorFacts:
 
     @classmethod
     def from_json(cls, value: JsonObject) -> EvaluatorFacts:
+        """Read back the `evaluator` object."""
         return cls(tuple(value["command"]), value["exit_code"], value["timed_out"], value["killed_by_watchdog"],
                    value["seconds"], value["failure_kind"], value["synthetic_summary"], value["summary"])
 
@@ -186,12 +197,14 @@ class Score:
     outcome: str  # passed | model_failure:<kind>
 
     def to_json(self) -> dict[str, Any]:
+        """The score's keys, at the top level of `result.json`."""
         return {"final_success": self.final_success, "pass_rate": self.pass_rate, "tests_passed": self.tests_passed,
                 "tests_denominator": self.tests_denominator, "denominator_source": self.denominator_source,
                 "outcome": self.outcome}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Score:
+        """Read back the score's keys (from a whole `result.json` object)."""
         return cls(value["final_success"], value["pass_rate"], value["tests_passed"], value["tests_denominator"],
                    value["denominator_source"], value["outcome"])
 
@@ -215,6 +228,7 @@ class DependencyFacts:
     not_measured: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The probe and dependency keys, at the top level of `result.json` (`metrics_not_measured` aside)."""
         return {"probes": {"mode": self.probe_mode, "statuses": dict(self.probe_statuses)},
                 "dependencies": [{"dependency_id": d, "integrated_pass": passed} for d, passed in self.integrated_pass],
                 "adpr": self.adpr, "adpr_numerator": self.adpr_numerator, "adpr_denominator": self.adpr_denominator,
@@ -222,6 +236,7 @@ class DependencyFacts:
 
     @classmethod
     def from_json(cls, value: JsonObject) -> DependencyFacts:
+        """Read back the probe and dependency keys (from a whole `result.json` object)."""
         return cls(value["probes"]["mode"], value["probes"]["statuses"],
                    tuple((d["dependency_id"], d["integrated_pass"]) for d in value["dependencies"]), value["adpr"],
                    value["adpr_numerator"], value["adpr_denominator"], value["run_metrics"],
@@ -239,6 +254,7 @@ class MergeFacts:
     out_of_scope: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """One entry of the `integration` object's `merges`."""
         return {"agent_id": self.agent_id, "merge_status": self.merge_status, "strategy": self.strategy,
                 "reason": self.reason, "out_of_scope": list(self.out_of_scope)}
 
@@ -254,11 +270,13 @@ class IntegrationFacts:
     merges: tuple[MergeFacts, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `integration` object."""
         return {"protocol": self.protocol, "agents": self.agents, "merge_conflicts": self.merge_conflicts,
                 "scope_violations": self.scope_violations, "merges": [m.to_json() for m in self.merges]}
 
     @classmethod
     def from_json(cls, value: JsonObject | None) -> IntegrationFacts | None:
+        """Read back the `integration` object; null (nothing was integrated) gives None."""
         if value is None:
             return None
         merges = tuple(MergeFacts(m["agent_id"], m["merge_status"], m["strategy"], m["reason"],
@@ -275,11 +293,13 @@ class SadProxy:
     label: str = "proxy: candidates for human audit, not strict SAD"
 
     def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `sad_proxy` object, with the number of candidates."""
         return {"label": self.label, "dependencies_enabled": list(self.dependencies_enabled),
                 "candidate_count": len(self.candidates), "candidates": [list(c) for c in self.candidates]}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> SadProxy:
+        """Read back the `sad_proxy` object."""
         return cls(tuple(value["dependencies_enabled"]), tuple(tuple(c) for c in value["candidates"]), value["label"])
 
 
@@ -313,10 +333,12 @@ class PredictionResult:
 
     @property
     def status(self) -> Status:
+        """`evaluated`, or `infrastructure_error` when there is no evaluation."""
         return "evaluated" if self.evaluation is not None else "infrastructure_error"
 
     @property
     def checkpoints(self) -> tuple[JsonObject, ...]:
+        """The checkpoint records of the evaluation; none for an infrastructure failure."""
         return self.evaluation.checkpoints if self.evaluation is not None else ()
 
     def with_failure_message(self, message: str) -> PredictionResult:

@@ -51,6 +51,7 @@ class Prediction:
 
     @property
     def key(self) -> tuple[str, str, str, str]:
+        """What no two predictions of a file share: model, protocol, task and run id (a later line is a duplicate)."""
         return (self.model, self.protocol, self.task_id, self.run_id or "")
 
     @property
@@ -72,6 +73,8 @@ class LineProblem:
 
 @dataclass(frozen=True)
 class PredictionFile:
+    """A predictions file as read: its path and SHA-256, its valid predictions, and the lines skipped."""
+
     path: str
     sha256: str
     predictions: tuple[Prediction, ...]
@@ -130,7 +133,7 @@ def _entries(text: str) -> tuple[list[tuple[int, Any]], list[LineProblem]]:
 
 
 def _not_utf8(text: Any) -> bool:
-    """True for text holding lone surrogates: bytes that were not UTF-8, or JSON escapes such as `\\udce9`."""
+    r"""True for text holding lone surrogates: bytes that were not UTF-8, or JSON escapes such as `\udce9`."""
     if not isinstance(text, str):
         return False
     try:

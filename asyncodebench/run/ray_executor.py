@@ -69,6 +69,7 @@ def _check_reachable(address: str) -> None:
 
 
 def ray_available() -> bool:
+    """Whether Ray (an optional extra) is installed."""
     return importlib.util.find_spec("ray") is not None
 
 
@@ -105,6 +106,7 @@ class RayExecutor:
     # --- the Executor protocol ---------------------------------------------------------------------------------
 
     def open(self, task_ids: set[str]) -> tuple[InfrastructureKind, str] | None:
+        """See `Executor.open`: connect to the cluster, check that a node can evaluate, clear this run's leftovers."""
         import ray
 
         address = self.config.ray_address or "auto"
@@ -129,6 +131,7 @@ class RayExecutor:
         return None
 
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, BaseStateRecord | str]:
+        """See `Executor.measure_baselines`: each task's base state as a Ray task, on whichever node can run it."""
         config, specs = self.config, self.state.specs
         works = {task_id: self._work(base_state_named(task_id), "baseline", 1, specs[task_id], config.label,
                                      config.settings, task_overlays, config.pull, ray_node.kit_fingerprint(),
@@ -146,6 +149,7 @@ class RayExecutor:
         return records
 
     def evaluate(self, jobs: list[Job], record: Record) -> None:
+        """See `Executor.evaluate`: each job as a Ray task, tried again elsewhere after an infrastructure failure."""
         by_line = {job.prediction.line: job for job in jobs}
         kit = ray_node.kit_fingerprint()
         works = {line: self._work(prediction_named(job.prediction), "evaluate", STEPS_AT_ONCE, job,
@@ -162,6 +166,7 @@ class RayExecutor:
         self._drive(works, finish)
 
     def close(self) -> None:
+        """See `Executor.close`: remove the run's volumes, and containers dead workers left, on every node."""
         if self.tasks and not self.state.stopping.is_set():
             self._cleanup_nodes()  # the run's volumes, and containers a dead worker left on a live node's daemon
 

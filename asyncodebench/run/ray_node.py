@@ -173,6 +173,7 @@ def _prepare(spec: TaskSpec, label: str, allow_pull: bool) -> tuple[str, Any, Im
 
 
 def owner_of(node_id: str, pid: int) -> str:
+    """The owner label of the containers a Ray worker starts: its node, pid and process start time."""
     return f"ray/{node_id}/{pid}/{start_time(pid)}"
 
 

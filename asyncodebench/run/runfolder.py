@@ -106,11 +106,13 @@ def settings_record(published: PublishedRows, settings: Settings,
 
 
 def read_settings(run_dir: Path) -> dict[str, Any] | None:
+    """The settings record the run folder keeps (`settings.json`), or None before its first start."""
     path = run_dir / SETTINGS
     return store.read_json(path) if path.exists() else None
 
 
 def write_settings(run_dir: Path, record: dict[str, Any]) -> None:
+    """Keep `record` (see `settings_record`) as the run folder's `settings.json`."""
     store.write_json(run_dir / SETTINGS, record)
 
 

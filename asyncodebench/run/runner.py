@@ -39,7 +39,7 @@ from asyncodebench.run.work import Job, Outcome
 from asyncodebench.scoring.patches import patch_bytes
 
 
-def now() -> str:
+def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -57,7 +57,7 @@ def prepare_run(config: RunConfig) -> RunState:
         specs = {t: s for t, s in specs.items() if t in config.tasks}
     agents = {t: {a.agent_id for a in s.specialists} for t, s in specs.items()}
     file = read_predictions(config.predictions, agents, config.default_protocol)
-    return RunState(published, specs, file, {}, now(), mapped_images=mapped)
+    return RunState(published, specs, file, {}, _now(), mapped_images=mapped)
 
 
 def rescore_problem(config: RunConfig, state: RunState) -> str | None:
@@ -222,7 +222,7 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
         "baselines": {t: _baseline_summary(b) for t, b in sorted(state.baselines.items())},
         "work": {"evaluated_now": state.evaluated_now, "already_finished": state.skipped_finished},
         "started_at": state.started_at,
-        "finished_at": now(),
+        "finished_at": _now(),
         "command": " ".join(sys.argv),
     }
 

@@ -35,14 +35,17 @@ STATES = "states.json"
 
 
 def write_json(path: Path, value: Any) -> None:
+    """Write `value` to `path` as indented JSON, atomically; values JSON has no type for are written as text."""
     write_atomic(path, json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def read_json(path: Path) -> Any:
+    """The JSON value in `path`."""
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 def is_finished(folder: Path) -> bool:
+    """Whether the prediction's folder holds an evaluated result (an infrastructure error is tried again)."""
     try:
         return read_json(folder / RESULT).get("status") == "evaluated"
     except (FileNotFoundError, ValueError):
@@ -86,6 +89,8 @@ def _result_validator() -> Any:
 
 
 def save_evidence(folder: Path, evidence: Evidence) -> None:
+    """Write the evidence's files (execution record, output, report, probe runs, states) as `load_evidence` reads
+    them; a report left from an earlier attempt is removed when this one has none."""
     write_json(folder / EXECUTION, evidence.execution_record())
     write_atomic(folder / OUTPUT, evidence.output)
     if evidence.report is not None:
@@ -124,6 +129,7 @@ def load_evidence(folder: Path) -> Evidence:
 
 
 def stored_preparation(record: dict[str, Any]) -> Preparation:
+    """A `Preparation` from its saved record."""
     return Preparation(**_tuples(record))
 
 

@@ -63,6 +63,7 @@ class Outcome:
 
     @property
     def infrastructure_kind(self) -> str | None:
+        """The infrastructure error's kind, or None for an evaluated result."""
         return self.result.failure.kind if self.result.failure else None
 
 
@@ -73,10 +74,12 @@ TRIES = 3  # attempts of one piece of work that meets a daemon failure, on any e
 
 
 def prediction_named(prediction: Prediction) -> str:
+    """How messages name a prediction's work: `line 3 (task id)`."""
     return f"line {prediction.line} ({prediction.task_id})"
 
 
 def base_state_named(task_id: str) -> str:
+    """How messages name a task's base-state work."""
     return f"the base state of {task_id}"
 
 
