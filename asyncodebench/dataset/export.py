@@ -36,8 +36,8 @@ def parquet_path(root: Path, config: str) -> Path:
 
 
 def export(builder_cls: type, data_dir: Path, out_root: Path) -> dict[str, Any]:
-    """Write `out_root/data/<config>/test-00000-of-00001.parquet` for every config and `out_root/THIRD_PARTY_NOTICES.md`;
-    return the card's YAML.
+    """Write `out_root/data/<config>/test-00000-of-00001.parquet` for every config and
+    `out_root/THIRD_PARTY_NOTICES.md`; return the card's YAML.
 
     Raises:
         SourceError: the sources are invalid; nothing is written.
@@ -80,7 +80,8 @@ def loaded_sizes(parquet: Path, cache_dir: Path) -> SplitSizes:
     """
     import datasets
 
-    info = datasets.load_dataset("parquet", data_files={"test": str(parquet)}, split="test", cache_dir=str(cache_dir)).info
+    info = datasets.load_dataset("parquet", data_files={"test": str(parquet)}, split="test",
+                                 cache_dir=str(cache_dir)).info
     split = info.splits["test"]
     return SplitSizes(num_examples=split.num_examples, num_bytes=split.num_bytes, download_size=parquet.stat().st_size)
 
@@ -137,11 +138,14 @@ def check(builder_cls: type, data_dir: Path, root: Path) -> list[str]:
 
 def main(builder_cls: type, argv: list[str] | None = None) -> None:
     """Command line of `AsynCodeBench.py`; exits 0 when done or up to date, 1 when out of date, 2 on bad sources."""
-    parser = argparse.ArgumentParser(description="Export the AsynCodeBench Parquet files, card YAML and notices from data/.")
-    parser.add_argument("--check", action="store_true", help="rebuild and compare with the committed files; write nothing")
+    parser = argparse.ArgumentParser(
+        description="Export the AsynCodeBench Parquet files, card YAML and notices from data/.")
+    parser.add_argument("--check", action="store_true",
+                        help="rebuild and compare with the committed files; write nothing")
     parser.add_argument("--data-dir", type=Path, default=ROOT / "data", help="the sources (default: data/)")
     parser.add_argument("--out-dir", type=Path, default=ROOT,
-                        help="the folder holding data/<config>/, README.md and THIRD_PARTY_NOTICES.md (default: the repository root)")
+                        help="the folder holding data/<config>/, README.md and THIRD_PARTY_NOTICES.md "
+                             "(default: the repository root)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:

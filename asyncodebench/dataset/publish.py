@@ -37,7 +37,8 @@ def hub_files(root: Path = ROOT) -> list[Path]:
     files += [Path(link) for link in dict.fromkeys(re.findall(r"!\[[^\]]*\]\(((?!https?:)[^)\s]+)\)", readme))]
     missing = [str(f) for f in files if not (root / f).is_file()]
     if missing:
-        raise FileNotFoundError(f"cannot assemble the Hub folder, missing: {', '.join(missing)} (run `python AsynCodeBench.py`)")
+        raise FileNotFoundError(f"cannot assemble the Hub folder, missing: {', '.join(missing)} "
+                                "(run `python AsynCodeBench.py`)")
     return files
 
 

@@ -65,7 +65,8 @@ def load_published(dataset: str = DEFAULT_DATASET, revision: str | None = DEFAUL
     if folder.is_dir():
         files = _local_files(folder)
         configs = {c: _load_parquet(paths) for c, paths in files.items()}
-        return PublishedRows(str(folder.resolve()), None, None, Rows(configs.get("tasks", []), configs.get("scenarios", []), configs.get("dependencies", [])), LOCAL, _content_digest(files))
+        rows = Rows(configs.get("tasks", []), configs.get("scenarios", []), configs.get("dependencies", []))
+        return PublishedRows(str(folder.resolve()), None, None, rows, LOCAL, _content_digest(files))
     if folder.exists() or not _HUB_ID.fullmatch(dataset):
         what = "is not a folder" if folder.exists() else "does not exist"
         raise DatasetNotFoundError(
@@ -140,7 +141,8 @@ def _load_hub(dataset: str, revision: str | None) -> PublishedRows:
             commit = HfApi().dataset_info(dataset, revision=revision).sha
         except RevisionNotFoundError:
             raise DatasetNotFoundError(
-                f"--revision {revision}: the Hub dataset {dataset} has no such revision (tag, branch or commit)") from None
+                f"--revision {revision}: the Hub dataset {dataset} has no such revision (tag, branch or commit)"
+            ) from None
         except RepositoryNotFoundError:
             raise DatasetNotFoundError(
                 f"--dataset {dataset}: no such folder here, and no such dataset on the Hub ({endpoint}); give a "

@@ -252,7 +252,8 @@ def scenario_rows(source: dict[str, Any], table: dict[str, Any]) -> list[dict[st
 
 def _assignments_for(source: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     if kind == "single":
-        targets = list(dict.fromkeys(t for s in source.get("specialists") or [] for t in s.get("primary_test_targets") or []))
+        targets = list(dict.fromkeys(t for s in source.get("specialists") or []
+                                     for t in s.get("primary_test_targets") or []))
         return [{
             "agent_id": "single_agent", "role": "single agent owning the whole task", "subproblem_id": None,
             "writable_paths": source.get("single_agent_writable_paths"), "primary_test_targets": targets,

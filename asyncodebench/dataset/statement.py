@@ -16,7 +16,8 @@ FINAL_TIMEOUT_SECONDS = 900
 def compose_statement(task: dict[str, Any], prose: str) -> str:
     """Return the complete prompt for `task` given its prose."""
     title = f"# Task {task.get('task_id')}: {task.get('repo')} at {str(task.get('base_revision'))[:12]}"
-    return "\n\n".join([title, prose.strip(), _editing_rules(task), _tests_section(task), _evaluator_section(task)]) + "\n"
+    sections = [title, prose.strip(), _editing_rules(task), _tests_section(task), _evaluator_section(task)]
+    return "\n\n".join(sections) + "\n"
 
 
 def _bullets(items: list[str]) -> str:

@@ -50,8 +50,9 @@ def validate_rows(
     if expected_counts:
         for config, rows_of in rows.by_config().items():
             if len(rows_of) != expected_counts.get(config):
-                problems.append(Problem(counts_source, "-", f"expected_counts.{config}",
-                                        f"declares {expected_counts.get(config)} rows, the sources give {len(rows_of)}"))
+                problems.append(Problem(
+                    counts_source, "-", f"expected_counts.{config}",
+                    f"declares {expected_counts.get(config)} rows, the sources give {len(rows_of)}"))
     problems += _cross_reference_problems(rows)
     if problems:
         raise SourceError(problems)
@@ -91,7 +92,8 @@ def _cross_reference_problems(rows: Rows) -> list[Problem]:
     problems = []
     for dep in rows.dependencies:
         deps_of.setdefault(dep["task_id"], []).append(dep["dependency_id"])
-        problems += _dependency_problems(dep, tasks.get(dep["task_id"]), rows.origin.get(dep["dependency_id"], "dependencies"))
+        problems += _dependency_problems(dep, tasks.get(dep["task_id"]),
+                                         rows.origin.get(dep["dependency_id"], "dependencies"))
     for task_id, task in tasks.items():
         origin = rows.origin.get(task_id, "tasks")
         if task["dependency_ids"] != deps_of.get(task_id, []):
@@ -118,9 +120,11 @@ def _dependency_problems(dep: dict[str, Any], task: dict[str, Any] | None, origi
         agent, files = dep.get(f"{side}_agent"), dep.get(f"{side}_files") or []
         if agent == "integrator":
             if files:
-                problems.append(Problem(origin, dep_id, f"{side}_files", "the integrator owns no files; leave it empty"))
+                problems.append(Problem(origin, dep_id, f"{side}_files",
+                                        "the integrator owns no files; leave it empty"))
         elif agent not in owned:
-            problems.append(Problem(origin, dep_id, f"{side}_agent", f"{agent!r} is not a specialist of {task['task_id']}"))
+            problems.append(Problem(origin, dep_id, f"{side}_agent",
+                                    f"{agent!r} is not a specialist of {task['task_id']}"))
         elif not set(files) <= set(owned[agent]):
             problems.append(Problem(origin, dep_id, f"{side}_files", f"not all owned by {agent}"))
     return problems
@@ -136,7 +140,8 @@ def _ownership_problems(task: dict[str, Any], origin: str) -> list[Problem]:
     are upstream facts (marshmallow shares schema.py; imapclient's client owns testable_imapclient.py), so they are
     kept, not refused."""
     counts = Counter(a["agent_id"] for a in task["specialists"])
-    return [Problem(origin, task["task_id"], "specialists", f"agent id {a} appears {n} times") for a, n in counts.items() if n > 1]
+    return [Problem(origin, task["task_id"], "specialists", f"agent id {a} appears {n} times")
+            for a, n in counts.items() if n > 1]
 
 
 def _scenario_problems(rows: Rows, tasks: dict[str, dict[str, Any]]) -> list[Problem]:
@@ -148,11 +153,13 @@ def _scenario_problems(rows: Rows, tasks: dict[str, dict[str, Any]]) -> list[Pro
             problems.append(Problem(origin, scenario["scenario_id"], "task_id", "names an unknown task"))
             continue
         if scenario["protocol"] in MULTI_AGENT_PROTOCOLS and scenario["assignments"] != task["specialists"]:
-            problems.append(Problem(origin, scenario["scenario_id"], "assignments", "do not match the task's specialists"))
+            problems.append(Problem(origin, scenario["scenario_id"], "assignments",
+                                    "do not match the task's specialists"))
         if scenario["protocol"] == "single" and (
             scenario["assignments"][0]["writable_paths"] != task["single_agent_writable_paths"]
         ):
-            problems.append(Problem(origin, scenario["scenario_id"], "assignments", "single agent paths differ from the task's"))
+            problems.append(Problem(origin, scenario["scenario_id"], "assignments",
+                                    "single agent paths differ from the task's"))
     per_task = Counter(s["task_id"] for s in rows.scenarios)
     problems += [
         Problem(rows.origin.get(t, "scenarios"), t, "scenarios",

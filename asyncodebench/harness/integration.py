@@ -1,9 +1,10 @@
 """Integrate specialists' patches the way the official checkpoint model does, and derive its checkpoints.
 
 The host decides the merge order (producers before consumers) and each artifact's scope (pure, below); a container
-in which no evaluated code runs does the merging (`incontainer/integrate.py`, driven by `evaluation.Workbench`) and hands back every workspace state as a cumulative diff,
-which is then replayed like any other checkpoint: per agent an `agent_artifact` state (its own workspace) and an
-`integration_after_merge` state, then the `final_integrated` state. T = 2n + 1.
+in which no evaluated code runs does the merging (`incontainer/integrate.py`, driven by `evaluation.Workbench`) and
+hands back every workspace state as a cumulative diff, which is then replayed like any other checkpoint: per agent
+an `agent_artifact` state (its own workspace) and an `integration_after_merge` state, then the `final_integrated`
+state. T = 2n + 1.
 """
 
 from __future__ import annotations

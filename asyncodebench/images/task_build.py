@@ -246,7 +246,8 @@ def build(recipe: Recipe, repo: str, base: str | None, registry: str, cache: Pat
 
 def record(map_path: Path, built: BuiltTaskImage) -> None:
     """Add or replace the task's entry in the image map at `map_path` (created when missing)."""
-    data: dict[str, Any] = json.loads(map_path.read_text()) if map_path.is_file() else {"schema_version": "1", "images": {}}
+    data: dict[str, Any] = (json.loads(map_path.read_text()) if map_path.is_file()
+                            else {"schema_version": "1", "images": {}})
     data["images"][built.task_id] = built.map_entry()
     data["images"] = dict(sorted(data["images"].items()))
     with atomic_path(map_path) as partial:

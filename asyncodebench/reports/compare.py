@@ -180,8 +180,8 @@ def cell_rows(values: dict[Cell, dict[str, dict[str, float]]]) -> list[dict[str,
 
 
 def compare_runs(runs: list[Run], allow_mixed: bool = False) -> dict[str, Any]:
-    """The whole comparison record (compare.json, checked against schemas/compare.schema.json). Raises ValueError, with the check's message, when the runs used
-    different datasets and `allow_mixed` is false."""
+    """The whole comparison record (compare.json, checked against schemas/compare.schema.json). Raises ValueError,
+    with the check's message, when the runs used different datasets and `allow_mixed` is false."""
     runs = label_runs(runs)
     check = check_datasets(runs, allow_mixed)
     if not check["consistent"] and not allow_mixed:

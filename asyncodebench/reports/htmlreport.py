@@ -138,7 +138,8 @@ def render_report(report: dict[str, Any], artifacts_base: str = "") -> str:
         summary=headline_rows(report), predictions=prediction_rows(report, artifacts_base),
         infrastructure=[p for p in report["predictions"] if p["status"] != "evaluated"],
         dependencies=dependency_sections(report), figure=figure, figure_problem=figure_problem,
-        dataset_text=dataset_source(run["dataset"]).replace("`", ""), settings=settings_items(run.get("settings") or {}),
+        dataset_text=dataset_source(run["dataset"]).replace("`", ""),
+        settings=settings_items(run.get("settings") or {}),
         images=image_rows(run), baselines=sorted((run.get("baselines") or {}).items()),
         has_contracts=bool(run.get("dependency_points")),
     )

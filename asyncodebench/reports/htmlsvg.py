@@ -38,8 +38,8 @@ def _runs(values: list[Any]) -> list[tuple[int, int, Any]]:
 
 def timeline(steps: list[dict[str, Any]], columns: int) -> Markup:
     """Three lanes (upstream, downstream, integrated) over checkpoints 1..T, drawn `columns` wide so the rows of one
-    table line up. Filled: the group passes at that step; grey: it does not. Framed (dashed) columns are agent workspaces;
-    the outlined integrated cell is the first integrated-workspace step where the contract holds."""
+    table line up. Filled: the group passes at that step; grey: it does not. Framed (dashed) columns are agent
+    workspaces; the outlined integrated cell is the first integrated-workspace step where the contract holds."""
     width, height = LABEL + CELL * columns, 3 * (LANE + GAP)
     # aria-hidden: the same facts are in the row's cells as text (first U, D, I steps), so a screen reader has them.
     parts = [f'<svg class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '

@@ -84,7 +84,8 @@ def _unmeasured_notes(evaluated: list[dict[str, Any]]) -> list[str]:
 
 def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
     """One prediction's line in the report (the full record stays in its result.json)."""
-    row = {k: result.get(k) for k in ("task_id", "protocol", "model_name_or_path", "prediction_run_id", "line", "status")}
+    row = {k: result.get(k)
+           for k in ("task_id", "protocol", "model_name_or_path", "prediction_run_id", "line", "status")}
     if result["status"] != "evaluated":
         return {**row, "infrastructure_error": result["infrastructure_error"]}
     metrics, integration = result["run_metrics"], result["integration"]
@@ -343,7 +344,8 @@ def trace_tables(predictions: list[dict[str, Any]], plot: str | None = None) -> 
             if plot:
                 lines += [f"![Integrated dependency probes passing, by checkpoint step]({plot})", ""]
             lines += ["Passing probe groups per step: U upstream, D downstream, I integrated; * agent workspace.", ""]
-        header = [f"{s['step']}{'*' if s['workspace_kind'] == 'agent_workspace' else ''} {_step_label(s)}" for s in steps]
+        header = [f"{s['step']}{'*' if s['workspace_kind'] == 'agent_workspace' else ''} {_step_label(s)}"
+                  for s in steps]
         lines += [f"**line {p['line']}: {p['model_name_or_path']} / {p['protocol']} / {p['task_id']}**", "",
                   "| dependency | " + " | ".join(header) + " |", "|---|" + "---|" * len(steps)]
         for dep_id, dep_steps in trace.items():

@@ -68,7 +68,8 @@ class InfrastructureFailure:
 
     def __post_init__(self) -> None:
         if self.kind not in INFRASTRUCTURE_KINDS:
-            raise ValueError(f"unknown infrastructure error kind {self.kind!r}; known: {', '.join(INFRASTRUCTURE_KINDS)}")
+            raise ValueError(f"unknown infrastructure error kind {self.kind!r}; "
+                             f"known: {', '.join(INFRASTRUCTURE_KINDS)}")
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `infrastructure_error` object."""

@@ -119,7 +119,8 @@ def _entries(text: str) -> tuple[list[tuple[int, Any]], list[LineProblem]]:
         try:
             items = json.loads(text)
         except ValueError as exc:
-            return [], [LineProblem(1, "malformed_json", f"the file looks like a JSON list but is not valid JSON: {exc}")]
+            return [], [LineProblem(1, "malformed_json",
+                                    f"the file looks like a JSON list but is not valid JSON: {exc}")]
         return [(i + 1, item) for i, item in enumerate(items)], []
     entries, problems = [], []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -155,18 +156,21 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         return LineProblem(line, "unknown_task", f"unknown task {task_id!r}; the dataset has {len(known_tasks)} tasks")
     protocol = obj.get("protocol") or default_protocol
     if protocol not in PROTOCOLS:
-        hint = "give `protocol` on the line or --protocol" if protocol is None else f"choose one of {', '.join(PROTOCOLS)}"
+        hint = ("give `protocol` on the line or --protocol" if protocol is None
+                else f"choose one of {', '.join(PROTOCOLS)}")
         return LineProblem(line, "unknown_protocol", f"unknown protocol {protocol!r}: {hint}")
     prediction = Prediction(
         line, task_id, protocol, obj["model_name_or_path"], obj.get("run_id"), obj.get("model_patch") or "",
-        tuple(Checkpoint.from_json(c) for c in obj.get("checkpoints") or ()), {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
+        tuple(Checkpoint.from_json(c) for c in obj.get("checkpoints") or ()),
+        {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
         obj.get("usage") or {},
     )
     problem = _work_problem(prediction, known_tasks[task_id])
     if problem:
         return LineProblem(line, "schema_error", problem)
     if prediction.key in seen:
-        return LineProblem(line, "duplicate", f"same model, protocol, task and run_id as line {seen[prediction.key]}; skipped")
+        return LineProblem(line, "duplicate",
+                           f"same model, protocol, task and run_id as line {seen[prediction.key]}; skipped")
     seen[prediction.key] = line
     predictions.append(prediction)
     return None

@@ -63,7 +63,8 @@ class NodeResult:
     baseline: BaseStateRecord | None = None  # a base state's record
     problem: tuple[InfrastructureKind, str] | None = None
 
-UNREACHABLE_DAEMON: tuple[InfrastructureKind, str] = ("docker_unavailable", "the Docker daemon of this node is not reachable")
+UNREACHABLE_DAEMON: tuple[InfrastructureKind, str] = ("docker_unavailable",
+                                                      "the Docker daemon of this node is not reachable")
 
 
 def kit_fingerprint() -> str:

@@ -29,7 +29,8 @@ from asyncodebench.harness.integration import AgentMerge, Integration
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
 from asyncodebench.run.prediction_result import PredictionResult
 
-PATCH, EXECUTION, OUTPUT, REPORT, PROBES = "patch.diff", "execution.json", "evaluator_output.txt", "report.json", "probes.json"
+PATCH, EXECUTION, OUTPUT = "patch.diff", "execution.json", "evaluator_output.txt"
+REPORT, PROBES = "report.json", "probes.json"
 CHECKPOINTS, RESULT = "dependency_probe_checkpoints.jsonl", "result.json"
 STATES = "states.json"
 
@@ -118,7 +119,8 @@ def load_evidence(folder: Path) -> Evidence:
         for s in (read_json(states_path) if states_path.exists() else [])
     )
     return Evidence(
-        preparation=stored_preparation(execution["preparation"]), exit_code=execution["exit_code"], timed_out=execution["timed_out"],
+        preparation=stored_preparation(execution["preparation"]), exit_code=execution["exit_code"],
+        timed_out=execution["timed_out"],
         killed_by_watchdog=execution["killed_by_watchdog"], evaluator_seconds=execution["evaluator_seconds"],
         output=(folder / OUTPUT).read_text(encoding="utf-8", errors="replace"),
         report=read_json(report_path) if report_path.exists() else None,
