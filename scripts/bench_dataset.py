@@ -105,7 +105,8 @@ def bench_hub(runs: int, work: Path) -> tuple[list[float], list[float]]:
             env = {**os.environ, "HF_ENDPOINT": mirror.endpoint, "HF_HOME": str(hf_home)}
             env.pop("HF_HUB_OFFLINE", None)
             args = [DEFAULT_DATASET, DEFAULT_REVISION, ",".join(CONFIGS)]
-            done = subprocess.run([sys.executable, "-c", HUB_LOAD, *args], env=env, capture_output=True, text=True, check=False)
+            done = subprocess.run([sys.executable, "-c", HUB_LOAD, *args], env=env, capture_output=True, text=True,
+                                  check=False)
             if done.returncode != 0:
                 raise RuntimeError(f"loading through the mirror failed (olah log: {mirror.log_path}):\n{done.stderr}")
             return float(done.stdout.split()[0])
@@ -118,7 +119,8 @@ def bench_hub(runs: int, work: Path) -> tuple[list[float], list[float]]:
 def table(results: dict[str, list[float]]) -> str:
     lines = ["| step | median (s) | min (s) | max (s) | runs |", "|---|---:|---:|---:|---:|"]
     for step, times in results.items():
-        lines.append(f"| {step} | {statistics.median(times):.3f} | {min(times):.3f} | {max(times):.3f} | {len(times)} |")
+        lines.append(f"| {step} | {statistics.median(times):.3f} | {min(times):.3f} | {max(times):.3f} "
+                     f"| {len(times)} |")
     return "\n".join(lines)
 
 

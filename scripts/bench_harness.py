@@ -171,7 +171,8 @@ def table(results: dict[str, Any], command: str) -> str:
          f"{o['full_evaluation_probes_on_s'] / o['bare_evaluator_s']:.2f}x"),
         (f"probes, per selector ({p['selectors']} pytest processes, upstream)", f"{p['per_selector_probes_s']:.2f} s",
          "1.00x"),
-        ("probes, batched (`Workbench.probe`: fresh isolated container; same statuses)", f"{p['batched_probes_s']:.2f} s",
+        ("probes, batched (`Workbench.probe`: fresh isolated container; same statuses)",
+         f"{p['batched_probes_s']:.2f} s",
          f"{p['per_selector_probes_s'] / p['batched_probes_s']:.1f}x faster"),
     ]
     if t:

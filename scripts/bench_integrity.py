@@ -1,7 +1,7 @@
-"""What the tampering checks cost per prediction: sentinels, audit hook and consistency checks on against off.
+r"""What the tampering checks cost per prediction: sentinels, audit hook and consistency checks on against off.
 
     python scripts/bench_integrity.py --dataset build/demo/dataset --rounds 9
-    python scripts/bench_integrity.py --dataset . --task asyncodebench:cachetools \\
+    python scripts/bench_integrity.py --dataset . --task asyncodebench:cachetools \
         --images build/rebuilt-images.json --patch '' --rounds 9
 
 Each round evaluates one prediction twice in this interpreter, in alternating order, so the machine's load hits both

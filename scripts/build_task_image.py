@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Rebuild a task's image from public source, push it, and print its pinned reference (repo@sha256:...).
+r"""Rebuild a task's image from public source, push it, and print its pinned reference (repo@sha256:...).
 
     python scripts/build_task_image.py asyncodebench:cachetools
-    python scripts/build_task_image.py asyncodebench:cachetools --repo /path/to/cachetools.git --base local \\
+    python scripts/build_task_image.py asyncodebench:cachetools --repo /path/to/cachetools.git --base local \
         --push 127.0.0.1:5000 --map build/rebuilt-images.json
 
 The recipe is data/tasks/<name>.image.yaml with the shared data/tasks/Dockerfile. --repo defaults to the task's

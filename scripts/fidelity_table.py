@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Rebuild every task image that has a recipe, validate each, and write the fidelity table.
+r"""Rebuild every task image that has a recipe, validate each, and write the fidelity table.
 
-    python scripts/fidelity_table.py --base local --dataset . \\
+    python scripts/fidelity_table.py --base local --dataset . \
         [--repo-pattern '/srv/mirrors/{name}.git'] [--tasks asyncodebench:cachetools ...] [--repeat 3]
 
 For each task: a cold build (`build_task_image.py --no-cache`), a warm build (same recipe, Docker's cache), a
@@ -120,7 +120,8 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {row['task_id']} | {row['python_version']} | {cells[0]} | {cells[1]} | "
             f"{sum(g['discriminates'] for g in groups)}/{len(groups)} | {flaky} / {flaky_sel} | "
-            f"{row['cold_build_seconds']:.0f} s / {row['warm_build_seconds']:.0f} s, {row['validation_seconds']:.0f} s | "
+            f"{row['cold_build_seconds']:.0f} s / {row['warm_build_seconds']:.0f} s, "
+            f"{row['validation_seconds']:.0f} s | "
             f"{(row['size_bytes'] or 0) / 1e6:.0f} MB | "
             f"{'yes' if row.get('same_content_when_rebuilt') else '**no**'} |")
     return "\n".join(lines) + "\n"

@@ -1,8 +1,8 @@
-"""Run one evaluation of one task in its pinned container and print the structured result: the debugging tool.
+r"""Run one evaluation of one task in its pinned container and print the structured result: the debugging tool.
 
     python scripts/run_task.py asyncodebench:wcwidth --patch my.diff
     python scripts/run_task.py asyncodebench-demo:minicache --base --dataset build/demo-dataset --show-output
-    python scripts/run_task.py asyncodebench-demo:minicache --patch data/demo/patches/gold.patch \\
+    python scripts/run_task.py asyncodebench-demo:minicache --patch data/demo/patches/gold.patch \
         --dataset build/demo-dataset --timeout 60 --no-probes
 
 The result JSON (stdout) is what evaluate.py saves as the prediction's result.json, made by the same code: the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Validate a task image against the release's recorded counts (base and reference states, probes, flakiness).
+r"""Validate a task image against the release's recorded counts (base and reference states, probes, flakiness).
 
-    python scripts/validate_task_image.py asyncodebench:cachetools --images build/rebuilt-images.json \\
+    python scripts/validate_task_image.py asyncodebench:cachetools --images build/rebuilt-images.json \
         --repo /path/to/cachetools.git [--repeat 3] [--overlays-dir CHECKOUT] [--out build/validation]
 
 Runs the evaluator and every probe selector on the base state (overlays applied when --overlays-dir or
