@@ -165,7 +165,8 @@ def test_rescore_checkpoints_says_what_a_dataset_folder_lacks(tmp_path: Path) ->
                       env=no_daemon_env(tmp_path))
     assert_refused(done, 2, "./no-such-folder", "does not exist", "data/<config>/test-*.parquet")
     partial = tmp_path / "partial"
-    shutil.copytree(ROOT / "data" / "tasks", partial / "data" / "tasks", ignore=shutil.ignore_patterns("*.yaml", "*.md"))
+    shutil.copytree(ROOT / "data" / "tasks", partial / "data" / "tasks",
+                    ignore=shutil.ignore_patterns("*.yaml", "*.md"))
     done = run_script("rescore_checkpoints.py", str(checkpoints), "--task", KIT_TASK, "--dataset", str(partial),
                       env=no_daemon_env(tmp_path))
     line = assert_refused(done, 2, str(partial), "data/scenarios/test-*.parquet", "data/dependencies/test-*.parquet")

@@ -83,7 +83,8 @@ def test_the_bootstrap_interval_resamples_tasks_with_seed_42() -> None:
     # And close to the exact bootstrap distribution of a smaller example (all 5^5 resamples, each counted).
     small = [0.2, -0.1, 0.4, 0.0, 0.3]
     exact, sampled = _exact_bootstrap_quantiles(small), paired(small)
-    assert sampled.ci_low == pytest.approx(exact[0], abs=0.021) and sampled.ci_high == pytest.approx(exact[1], abs=0.021)
+    assert sampled.ci_low == pytest.approx(exact[0], abs=0.021)
+    assert sampled.ci_high == pytest.approx(exact[1], abs=0.021)
 
 
 def _exact_bootstrap_quantiles(values: list[float]) -> tuple[float, float]:

@@ -40,7 +40,8 @@ DEFECTS = {
         CACHETOOLS, "base_revision: a0a7e2b73f9e146b8a8f2912948b17a918e5fe83\n", "",
         CACHETOOLS_ID, "base_revision", "missing field"),
     "mistyped_field_name": Defect(
-        CACHETOOLS, "\ntest_targets:\n", "\ntest_target:\n", CACHETOOLS_ID, "test_target", "rename it to 'test_targets'"),
+        CACHETOOLS, "\ntest_targets:\n", "\ntest_target:\n", CACHETOOLS_ID, "test_target",
+        "rename it to 'test_targets'"),
     "unknown_protocol_in_assignments": Defect(
         "protocols.yaml", "assignments: caid_manager", "assignments: caid_managr",
         "async_manager", "assignments", "'caid_managr' is neither"),
@@ -70,7 +71,8 @@ DEFECTS = {
 def copy_sources(tmp_path: Path) -> Path:
     """The release sources only: no demo, no Parquet (the build must not need them)."""
     data = tmp_path / "sources"
-    shutil.copytree(ROOT / "data", data, ignore=shutil.ignore_patterns("demo", "*.parquet", "dependencies", "scenarios"))
+    shutil.copytree(ROOT / "data", data,
+                    ignore=shutil.ignore_patterns("demo", "*.parquet", "dependencies", "scenarios"))
     return data
 
 
@@ -148,5 +150,6 @@ def test_export_raises_source_error_and_leaves_the_output_folder_alone(tmp_path:
     with pytest.raises(SourceError) as caught:
         export(type, data, out)  # never reaches the builder: validation comes first
 
-    assert [(p.source, p.row, p.field) for p in caught.value.problems] == [(str(broken), CACHETOOLS_ID, "container_digest")]
+    assert [(p.source, p.row, p.field) for p in caught.value.problems] == [
+        (str(broken), CACHETOOLS_ID, "container_digest")]
     assert snapshot(out) == before

@@ -66,7 +66,8 @@ def test_committed_parquet_files_hold_the_release_counts_and_the_declared_schema
 
 def test_fresh_export_is_byte_identical_to_the_committed_files() -> None:
     done = subprocess.run(
-        [sys.executable, "AsynCodeBench.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "AsynCodeBench.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "byte-identical" in done.stdout
@@ -195,7 +196,8 @@ def test_check_fails_when_the_notices_are_stale(tmp_path: Path) -> None:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
     notices = tmp_path / "THIRD_PARTY_NOTICES.md"
-    notices.write_text(notices.read_text(encoding="utf-8").replace("License: MIT", "License: 0BSD", 1), encoding="utf-8")
+    notices.write_text(notices.read_text(encoding="utf-8").replace("License: MIT", "License: 0BSD", 1),
+                       encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "AsynCodeBench.py", "--check", "--out-dir", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,

@@ -104,7 +104,8 @@ def test_card_num_bytes_and_dataset_size_are_the_arrow_sizes_datasets_reports(lo
     for config, info in loaded.items():
         card = card_infos()[config]
         assert card["splits"] == [
-            {"name": "test", "num_bytes": info.splits["test"].num_bytes, "num_examples": info.splits["test"].num_examples}
+            {"name": "test", "num_bytes": info.splits["test"].num_bytes,
+             "num_examples": info.splits["test"].num_examples}
         ], config
         assert card["dataset_size"] == info.dataset_size, config
 

@@ -48,7 +48,8 @@ for revision in revisions:
     loaded = {c: load_dataset(repo, c, split="test", revision=revision) for c in configs}
     result[revision] = {
         "rows": {c: ds.to_list() for c, ds in loaded.items()},
-        "sizes": {c: {"num_bytes": ds.info.splits["test"].num_bytes, "num_examples": ds.info.splits["test"].num_examples,
+        "sizes": {c: {"num_bytes": ds.info.splits["test"].num_bytes,
+                      "num_examples": ds.info.splits["test"].num_examples,
                       "dataset_size": ds.info.dataset_size, "download_size": ds.info.download_size}
                   for c, ds in loaded.items()},
         "published_rows": {c: len(rows) for c, rows in published.rows.by_config().items()},
@@ -106,8 +107,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         env.setenv("HF_HOME", str(work / "hf_home"))
         env.delenv("HF_HUB_OFFLINE", raising=False)
         env.delenv("HF_TOKEN", raising=False)
-        loaded = run_python(HUB_LOADER, work / "loaded.json", DEFAULT_DATASET, ",".join(FEATURES), RELEASE_TAG, OTHER_TAG,
-                            cwd=work)
+        loaded = run_python(HUB_LOADER, work / "loaded.json", DEFAULT_DATASET, ",".join(FEATURES), RELEASE_TAG,
+                            OTHER_TAG, cwd=work)
     yield {"loaded": loaded, "commits": commits}
 
 
@@ -189,7 +190,8 @@ def test_loading_a_checkout_named_asyncodebench_as_a_dataset_folder_hits_the_doc
         f"try:\n    load_dataset({str(folder)!r}, 'tasks', split='test')\n"
         "except RuntimeError as exc:\n    open(sys.argv[1], 'w').write(__import__('json').dumps(str(exc)))\n"
     )
-    message = run_python(code, tmp_path / "error.json", cwd=tmp_path, env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
+    message = run_python(code, tmp_path / "error.json", cwd=tmp_path,
+                         env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
     assert "Dataset scripts are no longer supported" in message
     assert "Dataset scripts are no longer supported" in (ROOT / "README.md").read_text(encoding="utf-8")
 

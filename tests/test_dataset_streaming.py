@@ -66,7 +66,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The release streamed through the Range front and loaded normally from olah, plus what the front served."""
     work = tmp_path_factory.mktemp("streaming")
     assemble(work / "release")
-    commit = hub_mirror.commit_revision(work / "mirrors" / "datasets" / DEFAULT_DATASET, work / "release", DEFAULT_REVISION)
+    commit = hub_mirror.commit_revision(work / "mirrors" / "datasets" / DEFAULT_DATASET, work / "release",
+                                        DEFAULT_REVISION)
     with hub_mirror.serve(work / "mirrors", DEFAULT_DATASET) as mirror, serve_ranges(mirror.endpoint) as front:
         streamed = load_through(front.endpoint, streaming=True, work=work)
         served = list(front.served)
@@ -101,7 +102,8 @@ def test_front_answers_byte_ranges_with_partial_content(hub: dict[str, Any]) -> 
     front, size = hub["front"], hub["sizes"]["tasks"]
     url = f"{front.endpoint}/datasets/{DEFAULT_DATASET}/resolve/{DEFAULT_REVISION}/data/tasks/{PARQUET_NAME}"
     before = len(front.served)
-    for wanted, content_range in (("bytes=0-3", f"bytes 0-3/{size}"), ("bytes=-4", f"bytes {size - 4}-{size - 1}/{size}")):
+    for wanted, content_range in (("bytes=0-3", f"bytes 0-3/{size}"),
+                                  ("bytes=-4", f"bytes {size - 4}-{size - 1}/{size}")):
         with urllib.request.urlopen(urllib.request.Request(url, headers={"Range": wanted}), timeout=30) as answer:
             assert answer.status == 206
             assert answer.headers["Content-Range"] == content_range

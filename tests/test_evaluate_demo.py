@@ -42,7 +42,8 @@ def test_empty_patch_scores_the_base_state_of_the_task(shared_demo_run: EvalRun)
     assert result["patch"]["empty"] is True and row["patch_status"] == "empty"
     assert (row["tests_passed"], row["tests_denominator"]) == (BASE["passed"], BASE["collected"]) == (7, 25)
     summary = result["evaluator"]["summary"]
-    assert (summary["failed"], summary["errors"], summary["skipped"]) == (BASE["failed"], BASE["errors"], BASE["skipped"])
+    assert ((summary["failed"], summary["errors"], summary["skipped"])
+            == (BASE["failed"], BASE["errors"], BASE["skipped"]))
     assert row["final_success"] is False and row["adpr"] == 0.0
 
 

@@ -1,4 +1,5 @@
-"""Ctrl-C (or SIGTERM) during a run: the run's containers are removed, nothing half-done is recorded, the same run id resumes."""
+"""Ctrl-C (or SIGTERM) during a run: the run's containers are removed, nothing half-done is recorded, the same run
+id resumes."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ BROKEN_API_IMPORT = """\
  import pytest
  
  from minicache.api import memoize
-"""
+"""  # noqa: W293 (a diff's blank context line is one space)
 MEMORY_HOG = """\
 --- a/minicache/core.py
 +++ b/minicache/core.py
@@ -42,7 +42,7 @@ MEMORY_HOG = """\
 -    raise NotImplementedError("make_key is not written yet")
 +    hoard = [b"\\xff" * (1 << 30) for _ in range(16)]
 +    return tuple(args) + (len(hoard),)
-"""
+"""  # noqa: W293 (a diff's blank context line is one space)
 
 
 @pytest.fixture(scope="module")

@@ -99,7 +99,8 @@ def test_assemble_names_the_missing_file_and_how_to_make_it(tmp_path: Path) -> N
 
 
 def test_dry_run_lists_every_file_and_contacts_no_hub(tmp_path: Path, hub_endpoint: str) -> None:
-    env = {**os.environ, "HF_ENDPOINT": hub_endpoint, "HF_TOKEN": "hf_not_a_real_token", "HF_HOME": str(tmp_path / "hf")}
+    env = {**os.environ, "HF_ENDPOINT": hub_endpoint, "HF_TOKEN": "hf_not_a_real_token",
+           "HF_HOME": str(tmp_path / "hf")}
     done = run_publish(tmp_path / "hub", "--dry-run", env=env)
     assert done.returncode == 0, done.stderr
     listed = {line.split()[-1] for line in done.stdout.splitlines() if line.split() and line.split()[-1] in HUB_FILES}

@@ -127,8 +127,9 @@ def test_recorded_checkpoint_file_rescores_to_the_live_metrics(
     """The checkpoint file the replay wrote (upstream layout) gives the same metrics without containers."""
     (folder,) = [f for f in prediction_folders(replay_run.run_dir) if f.name.startswith(f"{model}__{protocol}__")]
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "rescore_checkpoints.py"), str(folder / "dependency_probe_checkpoints.jsonl"),
-         "--task", DEMO_TASK_ID, "--dataset", str(demo_dataset.path), "--json"],
+        [sys.executable, str(ROOT / "scripts" / "rescore_checkpoints.py"),
+         str(folder / "dependency_probe_checkpoints.jsonl"), "--task", DEMO_TASK_ID,
+         "--dataset", str(demo_dataset.path), "--json"],
         capture_output=True, text=True, check=True,
     )
     live = json.loads((folder / "result.json").read_text())["run_metrics"]

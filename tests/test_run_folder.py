@@ -52,7 +52,8 @@ def start(preds: Path, dataset: Path, run_id: str, output_dir: Path, *flags: str
 def finish(process: subprocess.Popen, run_dir: Path) -> EvalRun:
     stdout, stderr = process.communicate(timeout=600)
     report = run_dir / "report.json"
-    return EvalRun(process.returncode, stdout, stderr, run_dir, json.loads(report.read_text()) if report.exists() else None)
+    return EvalRun(process.returncode, stdout, stderr, run_dir,
+                   json.loads(report.read_text()) if report.exists() else None)
 
 
 def slow_predictions(tmp_path: Path) -> Path:

@@ -174,9 +174,11 @@ def test_with_overlays_the_reference_patch_starts_from_the_overlaid_base(tmp_pat
 def test_flaky_outcomes_and_varying_ids_are_told_apart() -> None:
     from asyncodebench.images.validation import StateRun, flaky, varying_ids
 
-    runs = [StateRun(None, {"t::a": "passed", "t::b": "passed", "t::when[19:57:45]": "passed"}, {"t::a": "passed"}, 1.0),
-            StateRun(None, {"t::a": "failed", "t::b": "passed", "t::when[19:58:25]": "passed"}, {"t::a": "failed"}, 1.0),
-            StateRun(None, {"t::a": "passed", "t::b": "passed", "t::when[19:58:58]": "passed"}, {"t::a": "passed"}, 1.0)]
+    runs = [
+        StateRun(None, {"t::a": "passed", "t::b": "passed", "t::when[19:57:45]": "passed"}, {"t::a": "passed"}, 1.0),
+        StateRun(None, {"t::a": "failed", "t::b": "passed", "t::when[19:58:25]": "passed"}, {"t::a": "failed"}, 1.0),
+        StateRun(None, {"t::a": "passed", "t::b": "passed", "t::when[19:58:58]": "passed"}, {"t::a": "passed"}, 1.0),
+    ]
     assert flaky(runs, "tests") == {"t::a": {"failed": 1, "passed": 2}}
     assert flaky(runs, "selectors") == {"t::a": {"failed": 1, "passed": 2}}
     assert varying_ids(runs) == ["t::when[19:57:45]", "t::when[19:58:25]", "t::when[19:58:58]"]
