@@ -64,9 +64,10 @@ def test_panel_titles_show_the_labels_as_written_and_the_legend_covers_no_panel(
     try:
         figure.canvas.draw()
         panels = [axes for axes in figure.axes if axes.get_visible()]
-        # One panel per (model, protocol), titled with the name as written, never read as mathtext.
+        # One panel per (model, protocol), titled with the name as written, never read as mathtext, and the
+        # protocol's display name.
         assert sorted((a.title.get_text(), a.title.get_parse_math()) for a in panels) == sorted(
-            (f"{name}\nsingle", False) for name in MATH_NAMES)
+            (f"{name}\nSingle", False) for name in MATH_NAMES)
         (legend,) = figure.legends
         assert [t.get_text() for t in legend.get_texts()] == [
             "integrated probes", "upstream probes", "downstream probes"]
