@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up this machine (packages, .venv, Docker Engine, local registry) and run the whole test suite, Docker tests
-# included, with the virtual environment's Python.
+# Set up this machine (packages, .venv, Docker Engine, local registry), lint and type-check the kit
+# (scripts/lint.sh), and run the whole test suite, Docker tests included, with the virtual environment's Python.
 # Extra arguments go to pytest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,4 +10,5 @@ bash scripts/setup_machine.sh
 if ! .venv/bin/python -c "import ray" >/dev/null 2>&1; then
     .venv/bin/python -m pip install -qq --disable-pip-version-check -e ".[test,ray]"
 fi
-.venv/bin/python -m pytest -q tests "$@"
+bash scripts/lint.sh
+.venv/bin/python -m pytest -q --durations=25 tests "$@"  # the 25 slowest, to keep the suite under 15 minutes
