@@ -204,3 +204,29 @@ def test_check_fails_when_the_notices_are_stale(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "THIRD_PARTY_NOTICES.md" in done.stdout and PARQUET_NAME not in done.stdout
+
+
+def test_the_kit_reads_a_local_folder_as_datasets_loads_it() -> None:
+    """evaluate.py and the other scripts read a local dataset folder with pyarrow alone; the rows must be the ones
+    `datasets.load_dataset` gives for the same Parquet files."""
+    import datasets
+
+    from asyncodebench.dataset.rows import CONFIGS, load_published
+
+    assert CONFIGS == tuple(FEATURES)
+    published = load_published(str(ROOT))
+    for config in CONFIGS:
+        files = {"test": str(ROOT / "data" / config / PARQUET_NAME)}
+        assert getattr(published.rows, config) == datasets.load_dataset("parquet", data_files=files,
+                                                                        split="test").to_list(), config
+
+
+def test_a_run_and_the_help_of_evaluate_py_do_not_import_datasets() -> None:
+    """`datasets` takes a second or more to import: only loading from the Hub and building the release need it."""
+    check = ("import sys, runpy; sys.argv = ['evaluate.py', '--help']\n"
+             "import asyncodebench.run.runner, asyncodebench.reports.report\n"
+             "try:\n    runpy.run_path('scripts/evaluate.py', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('datasets' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "False", done.stdout

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.dataset.features import FEATURES
 from asyncodebench.dataset.sources import Rows
 
 DEFAULT_DATASET = "PhilipZhang/AsynCodeBench"
 DEFAULT_REVISION = "v0.4.2"
+CONFIGS = ("tasks", "scenarios", "dependencies")  # the published configurations (`features.FEATURES` types each)
 HUB, LOCAL = "hub", "local_folder"
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 
@@ -60,7 +60,6 @@ def load_published(dataset: str = DEFAULT_DATASET, revision: str | None = DEFAUL
             configuration, looks like a path that does not exist, or is a Hub id (or revision) the Hub does not have.
         DatasetUnavailableError: the Hub (HF_ENDPOINT) did not answer.
     """
-    _quiet()
     folder = Path(dataset).expanduser()
     if folder.is_dir():
         files = _local_files(folder)
@@ -76,7 +75,8 @@ def load_published(dataset: str = DEFAULT_DATASET, revision: str | None = DEFAUL
 
 
 def _quiet() -> None:
-    import datasets  # lazy: heavy, and only needed here
+    """No progress bars or info logs from `datasets` and the Hub client: the caller keeps the only progress display."""
+    import datasets  # lazy: heavy, and only needed for the Hub
     import huggingface_hub.utils
 
     datasets.disable_progress_bars()
@@ -88,7 +88,7 @@ def _local_files(folder: Path) -> dict[str, list[Path]]:
     """Each configuration's Parquet files, from `<folder>/data/<config>/` or, given the `data` folder itself,
     `<folder>/<config>/`."""
     found, missing = {}, []
-    for config in FEATURES:
+    for config in CONFIGS:
         for place in (folder / "data" / config, folder / config):
             files = sorted(place.glob("test-*.parquet"))
             if files:
@@ -105,9 +105,12 @@ def _local_files(folder: Path) -> dict[str, list[Path]]:
 
 
 def _load_parquet(files: list[Path]) -> list[dict[str, Any]]:
-    import datasets
+    """A configuration's rows from its Parquet files, read with pyarrow: the same rows `datasets.load_dataset`
+    gives for them (a test compares the two), without importing `datasets` (a second or more per process)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    return datasets.load_dataset("parquet", data_files={"test": [str(f) for f in files]}, split="test").to_list()
+    return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist()
 
 
 def _content_digest(files: dict[str, list[Path]]) -> str:
@@ -123,6 +126,8 @@ def _content_digest(files: dict[str, list[Path]]) -> str:
 def _load_hub(dataset: str, revision: str | None) -> PublishedRows:
     import datasets
     from huggingface_hub import HfApi, constants
+
+    _quiet()
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     endpoint = constants.ENDPOINT
@@ -152,7 +157,7 @@ def _load_hub(dataset: str, revision: str | None) -> PublishedRows:
                 f"could not reach the Hugging Face Hub at {endpoint} to load {dataset}@{revision} "
                 f"({_cause(exc)}); {hint}") from None
     try:
-        configs = {c: datasets.load_dataset(dataset, c, split="test", revision=revision).to_list() for c in FEATURES}
+        configs = {c: datasets.load_dataset(dataset, c, split="test", revision=revision).to_list() for c in CONFIGS}
     except Exception as exc:  # ConnectionError, the Hub's HTTP errors, the HTTP client's: one message, no traceback
         where = "the Hugging Face cache (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else \
             f"the Hugging Face Hub at {endpoint}"
