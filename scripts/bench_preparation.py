@@ -29,12 +29,7 @@ from bench_harness import DEMO_TASK, demo_dataset, task_spec  # noqa: E402
 from helpers.payloads.tree import added, deep_path, many_files  # noqa: E402
 
 from asyncodebench.harness.evaluation import Settings, Workbench  # noqa: E402
-from asyncodebench.harness.sandbox import (  # noqa: E402
-    IO_DIR,
-    Limits,
-    docker_client,
-    remove_run_containers,
-)
+from asyncodebench.harness.sandbox import IO_DIR, Limits, docker_client, remove_run_containers  # noqa: E402
 from asyncodebench.harness.workspace import Preparation, prepare  # noqa: E402
 from asyncodebench.scoring.patches import touched_paths  # noqa: E402
 

@@ -24,11 +24,7 @@ from pathlib import Path
 
 from asyncodebench import cli
 from asyncodebench.images import recipes, task_build
-from asyncodebench.images.registry import (
-    REGISTRY_PORT_ENV,
-    ensure_registry,
-    registry_port_from_env,
-)
+from asyncodebench.images.registry import REGISTRY_PORT_ENV, ensure_registry, registry_port_from_env
 from asyncodebench.images.toolkit import ImageBuildError, cache_dir
 
 DEFAULT_MAP = Path("build/rebuilt-images.json")

@@ -25,21 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench import cli
-from asyncodebench.dataset.rows import (
-    DEFAULT_DATASET,
-    DEFAULT_REVISION,
-    DatasetUnavailableError,
-    load_published,
-)
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError, load_published
 from asyncodebench.images import image_map
-from asyncodebench.images.digests import (
-    MATCH,
-    UNREACHABLE,
-    ImageStatus,
-    local_status,
-    pull,
-    registry_status,
-)
+from asyncodebench.images.digests import MATCH, UNREACHABLE, ImageStatus, local_status, pull, registry_status
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -31,34 +31,15 @@ from pathlib import Path
 
 from asyncodebench import cli
 from asyncodebench.dataset.protocols import PROTOCOLS
-from asyncodebench.dataset.rows import (
-    DEFAULT_DATASET,
-    DEFAULT_REVISION,
-    DatasetUnavailableError,
-)
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError
 from asyncodebench.harness.evaluation import new_run_id
 from asyncodebench.reports.htmlreport import write_report_html
 from asyncodebench.reports.plots import plot_resolution
-from asyncodebench.reports.report import (
-    build_report,
-    csv_text,
-    dependency_points,
-    markdown,
-)
+from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
 from asyncodebench.run import store
 from asyncodebench.run.config import RunConfig, RunState
-from asyncodebench.run.runfolder import (
-    RunFolderBusyError,
-    RunLock,
-    SettingsChangedError,
-)
-from asyncodebench.run.runner import (
-    claim_settings,
-    prepare_run,
-    rescore_problem,
-    run,
-    run_metadata,
-)
+from asyncodebench.run.runfolder import RunFolderBusyError, RunLock, SettingsChangedError
+from asyncodebench.run.runner import claim_settings, prepare_run, rescore_problem, run, run_metadata
 
 
 class Terminated(KeyboardInterrupt):

@@ -36,13 +36,7 @@ from asyncodebench.harness.evaluation import new_run_id
 from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.run.work import (
-    Job,
-    Outcome,
-    check_image,
-    evaluate_prediction,
-    measure_baseline,
-)
+from asyncodebench.run.work import Job, Outcome, check_image, evaluate_prediction, measure_baseline
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -17,20 +17,9 @@ import pytest
 from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, PROTOCOLS_FILE, SCRIPTS, script_env
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset, RebuiltDemo, write_task_dataset
-from helpers.demo_run import (
-    FAST_FLAGS,
-    SHARED_RUN_MEMORY,
-    SHARED_RUN_PIDS,
-    SHARED_RUN_WORKERS,
-    EvalRun,
-    run_evaluate,
-)
+from helpers.demo_run import FAST_FLAGS, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, SHARED_RUN_WORKERS, EvalRun, run_evaluate
 from helpers.load import CpuLoad, RunSampler
-from helpers.predictions import (
-    example_predictions,
-    latin1_escaped_line,
-    latin1_raw_line,
-)
+from helpers.predictions import example_predictions, latin1_escaped_line, latin1_raw_line
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,11 +21,7 @@ from helpers.predictions import jsonl, prediction
 from asyncodebench import cli
 from asyncodebench.dataset.rows import load_published
 from asyncodebench.reports.report import dataset_source
-from asyncodebench.scoring.checkpoints import (
-    CheckpointContext,
-    build_checkpoint_record,
-    probe_selectors,
-)
+from asyncodebench.scoring.checkpoints import CheckpointContext, build_checkpoint_record, probe_selectors
 from asyncodebench.scoring.dependency import DependencyPoint
 from asyncodebench.scoring.grading import selector_status
 

@@ -22,11 +22,7 @@ import pytest
 
 from AsynCodeBench import AsynCodeBench
 from asyncodebench.dataset import hub_mirror
-from asyncodebench.dataset.export import (
-    PARQUET_NAME,
-    split_front_matter,
-    write_front_matter,
-)
+from asyncodebench.dataset.export import PARQUET_NAME, split_front_matter, write_front_matter
 from asyncodebench.dataset.features import FEATURES
 from asyncodebench.dataset.publish import assemble
 from asyncodebench.dataset.rows import DEFAULT_DATASET

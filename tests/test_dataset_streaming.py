@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.range_proxy import (  # tests/helpers/range_proxy.py
-    ServedRange,
-    serve_ranges,
-)
+from helpers.range_proxy import ServedRange, serve_ranges  # tests/helpers/range_proxy.py
 
 from asyncodebench.dataset import hub_mirror
 from asyncodebench.dataset.export import PARQUET_NAME

@@ -390,14 +390,7 @@ def test_a_reforking_swarm_is_ended_before_the_report_is_written(hostile_run: Ev
 
 # --- attack class 8: the preparation itself (tests/helpers/payloads/tree.py, issue 16) -------------------------
 
-from helpers.payloads.tree import (  # noqa: E402  (appended section)
-    ATTRIBUTES,
-    MANY_BYTECODE,
-    MANY_FILES,
-    ODD_SYMLINKS,
-    TREE_ATTACK_CLASS,
-    deep_path,
-)
+from helpers.payloads.tree import ATTRIBUTES, MANY_BYTECODE, MANY_FILES, ODD_SYMLINKS, TREE_ATTACK_CLASS, deep_path  # noqa: E402  (appended section)
 
 
 def test_tree_attacks_are_model_outcomes_never_infrastructure_errors(hostile_run: EvalRun,

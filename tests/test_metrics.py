@@ -19,11 +19,7 @@ from asyncodebench.scoring.dependency import (
     run_metrics,
     sort_checkpoints,
 )
-from asyncodebench.scoring.sad import (
-    new_definitions,
-    producer_tokens,
-    sad_proxy_candidates,
-)
+from asyncodebench.scoring.sad import new_definitions, producer_tokens, sad_proxy_candidates
 
 AGENT, INTEGRATED = "agent_workspace", "integrated_workspace"
 

@@ -7,12 +7,7 @@ from pathlib import Path
 
 from asyncodebench.reports.htmlreport import prediction_folder as linked_folder
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.run.runfolder import (
-    prediction_folder,
-    prediction_folders,
-    prediction_path,
-    result_files,
-)
+from asyncodebench.run.runfolder import prediction_folder, prediction_folders, prediction_path, result_files
 
 
 def _prediction(line: int, model: str, run_id: str | None = None) -> Prediction:

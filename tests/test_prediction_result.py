@@ -11,12 +11,7 @@ from helpers.demo_run import EvalRun
 
 from asyncodebench.dataset.validation import validator
 from asyncodebench.run import store
-from asyncodebench.run.prediction_result import (
-    INFRASTRUCTURE_KINDS,
-    Identity,
-    InfrastructureFailure,
-    PredictionResult,
-)
+from asyncodebench.run.prediction_result import INFRASTRUCTURE_KINDS, Identity, InfrastructureFailure, PredictionResult
 from asyncodebench.run.runfolder import prediction_folders
 
 IDENTITY = Identity("asyncodebench-demo:minicache", "single", "m", None, 3)

@@ -10,12 +10,7 @@ from pathlib import Path
 import yaml
 
 from asyncodebench.dataset import protocols
-from asyncodebench.dataset.protocols import (
-    INTEGRATED_PROTOCOLS,
-    MULTI_AGENT_PROTOCOLS,
-    PROTOCOLS,
-    display_name,
-)
+from asyncodebench.dataset.protocols import INTEGRATED_PROTOCOLS, MULTI_AGENT_PROTOCOLS, PROTOCOLS, display_name
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,14 +28,7 @@ from helpers.checkout import ROOT, script_env
 from helpers.containers import run_containers
 from helpers.daemon import Daemon
 from helpers.dataset_folders import DemoDataset
-from helpers.demo_run import (
-    FAST_FLAGS,
-    SHARED_RUN_MEMORY,
-    SHARED_RUN_PIDS,
-    EvalRun,
-    evaluate_command,
-    run_evaluate,
-)
+from helpers.demo_run import FAST_FLAGS, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, EvalRun, evaluate_command, run_evaluate
 from helpers.polling import wait_for
 from helpers.predictions import example_predictions, jsonl
 
@@ -260,12 +253,7 @@ def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_exe
 
 def test_a_stop_marker_turns_away_only_its_sessions_tasks_until_the_run_starts_again() -> None:
     """What Ctrl-C leaves on each node instead of cancelling Ray tasks (ray_node.cleanup_task with `stop`)."""
-    from asyncodebench.run.ray_node import (
-        cleanup_task,
-        kit_fingerprint,
-        refusal,
-        stop_marker,
-    )
+    from asyncodebench.run.ray_node import cleanup_task, kit_fingerprint, refusal, stop_marker
 
     label, kit = f"marker-{os.getpid()}", kit_fingerprint()
     try:

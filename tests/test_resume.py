@@ -14,12 +14,7 @@ import pytest
 from helpers.checkout import script_env
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
-from helpers.demo_run import (
-    FAST_FLAGS,
-    evaluate_command,
-    run_evaluate,
-    without_run_metadata,
-)
+from helpers.demo_run import FAST_FLAGS, evaluate_command, run_evaluate, without_run_metadata
 from helpers.predictions import example_predictions, jsonl
 
 from asyncodebench.run.runfolder import result_files

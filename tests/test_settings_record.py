@@ -10,13 +10,7 @@ import pytest
 
 from asyncodebench.harness.evaluation import Settings
 from asyncodebench.harness.sandbox import Limits
-from asyncodebench.run.runfolder import (
-    SETTINGS,
-    differences,
-    read_settings,
-    settings_record,
-    write_settings,
-)
+from asyncodebench.run.runfolder import SETTINGS, differences, read_settings, settings_record, write_settings
 
 # settings.json as the code before `to_record` wrote it, for the settings of `test_settings_json_is_unchanged`.
 SETTINGS_JSON = """{

@@ -5,12 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.dataset.sources import (
-    Rows,
-    load_release,
-    read_yaml,
-    rows_from_task_files,
-)
+from asyncodebench.dataset.sources import Rows, load_release, read_yaml, rows_from_task_files
 from asyncodebench.dataset.validation import validate_rows
 
 HOMEPAGE = "https://huggingface.co/datasets/PhilipZhang/AsynCodeBench"

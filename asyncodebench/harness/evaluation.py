@@ -16,20 +16,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
-from asyncodebench.harness.integration import (
-    SERIAL_PROTOCOLS,
-    AgentArtifact,
-    Integration,
-    integration_from_record,
-)
+from asyncodebench.harness.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
 from asyncodebench.harness.probes import ProbeRun, run_probes
-from asyncodebench.harness.sandbox import (
-    IO_DIR,
-    Limits,
-    Sandbox,
-    SandboxUnavailableError,
-    base_volume,
-)
+from asyncodebench.harness.sandbox import IO_DIR, Limits, Sandbox, SandboxUnavailableError, base_volume
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.harness.workspace import (
     Preparation,

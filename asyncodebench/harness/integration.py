@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
-from asyncodebench.dataset.protocols import (
-    INTEGRATED_PROTOCOLS as INTEGRATED_PROTOCOLS,  # named here for callers
-)
+from asyncodebench.dataset.protocols import INTEGRATED_PROTOCOLS as INTEGRATED_PROTOCOLS  # named here for callers
 from asyncodebench.dataset.protocols import SERIAL_PROTOCOLS as SERIAL_PROTOCOLS
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.scoring.patches import outside_scope, patch_text, touched_paths

@@ -15,12 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from asyncodebench.harness.workspace import PytestRun, stopped_by_timeout
-from asyncodebench.scoring.grading import (
-    SelectorResult,
-    failed_collectors,
-    node_matches,
-    selector_status,
-)
+from asyncodebench.scoring.grading import SelectorResult, failed_collectors, node_matches, selector_status
 
 Execute = Callable[[tuple[str, ...]], Optional[PytestRun]]  # one pytest process over some selectors
 

@@ -16,11 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asyncodebench.images import toolkit
-from asyncodebench.images.registry import (
-    DEFAULT_REGISTRY_PORT,
-    ensure_registry,
-    push_image,
-)
+from asyncodebench.images.registry import DEFAULT_REGISTRY_PORT, ensure_registry, push_image
 from asyncodebench.images.toolkit import ImageBuildError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

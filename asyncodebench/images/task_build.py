@@ -25,13 +25,7 @@ from asyncodebench.files import atomic_path
 from asyncodebench.images import toolkit
 from asyncodebench.images.recipes import DOCKERFILE, Recipe
 from asyncodebench.images.registry import push_image
-from asyncodebench.images.toolkit import (
-    ImageBuildError,
-    add_bytes,
-    docker,
-    local_image_id,
-    sha256_file,
-)
+from asyncodebench.images.toolkit import ImageBuildError, add_bytes, docker, local_image_id, sha256_file
 
 LOCAL_BASE = "local"  # --base local: the Debian base made here with mmdebstrap
 LOCAL_BASE_PACKAGES = ("python3", "python3-venv", "git", "ca-certificates")

@@ -15,12 +15,7 @@ from typing import Any
 from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.reports.report import build_report
 from asyncodebench.run.predictions import Prediction, PredictionFile
-from asyncodebench.scoring.dependency import (
-    CheckpointRecord,
-    DependencyOutcome,
-    DependencyPoint,
-    run_metrics,
-)
+from asyncodebench.scoring.dependency import CheckpointRecord, DependencyOutcome, DependencyPoint, run_metrics
 
 MODELS = ("synth-model-a", "synth-model-b", "synth-model-c")
 SKILL = (0.45, 0.6, 0.75)  # chance that a contract holds at the end, by model (in turn)

@@ -17,11 +17,7 @@ from dataclasses import replace
 from typing import Any, Callable, Protocol, TypeVar
 
 from asyncodebench.harness.baseline import BaseStateRecord
-from asyncodebench.harness.sandbox import (
-    SandboxUnavailableError,
-    docker_client,
-    remove_run_containers,
-)
+from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.prediction_result import InfrastructureKind
@@ -62,9 +58,7 @@ class Executor(Protocol):
 def open_executor(config: RunConfig, state: RunState) -> Executor:
     """The executor `config.executor` names: a Ray cluster's (Ray is imported only then) or this machine's."""
     if config.executor == "ray":
-        from asyncodebench.run.ray_executor import (
-            RayExecutor,  # lazy: Ray is an optional extra
-        )
+        from asyncodebench.run.ray_executor import RayExecutor  # lazy: Ray is an optional extra
 
         return RayExecutor(config, state)
     return LocalExecutor(config, state)

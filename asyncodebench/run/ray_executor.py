@@ -278,9 +278,7 @@ class RayExecutor:
     def _request(self, containers: int) -> dict[str, float]:
         """What one task needs on a node: the CPUs and memory of the containers it runs at once, and a sliver of
         the Docker marker (plus any custom resources the run asks for)."""
-        from docker.utils import (
-            parse_bytes,  # as the SDK reads the container's memory limit
-        )
+        from docker.utils import parse_bytes  # as the SDK reads the container's memory limit
 
         limits = self.config.settings.limits
         return {"CPU": containers * limits.cpus, "memory": float(containers * parse_bytes(limits.memory)),

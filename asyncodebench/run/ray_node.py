@@ -42,14 +42,7 @@ from asyncodebench.harness.sandbox import (
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run.prediction_result import InfrastructureKind
-from asyncodebench.run.work import (
-    Job,
-    Outcome,
-    check_image,
-    evaluate_prediction,
-    image_failure_kind,
-    measure_baseline,
-)
+from asyncodebench.run.work import Job, Outcome, check_image, evaluate_prediction, image_failure_kind, measure_baseline
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,7 @@ from asyncodebench.run.prediction_result import (
     Score,
 )
 from asyncodebench.run.predictions import Prediction
-from asyncodebench.scoring.checkpoints import (
-    CheckpointContext,
-    build_checkpoint_record,
-    record_to_checkpoint,
-)
+from asyncodebench.scoring.checkpoints import CheckpointContext, build_checkpoint_record, record_to_checkpoint
 from asyncodebench.scoring.dependency import RunMetrics, run_metrics
 from asyncodebench.scoring.grading import (
     Baseline,

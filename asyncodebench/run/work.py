@@ -16,25 +16,11 @@ from typing import Any, Callable
 
 from asyncodebench.harness import baseline
 from asyncodebench.harness.baseline import BaseStateRecord
-from asyncodebench.harness.evaluation import (
-    Evidence,
-    Settings,
-    State,
-    Workbench,
-    evaluate_patch,
-)
+from asyncodebench.harness.evaluation import Evidence, Settings, State, Workbench, evaluate_patch
 from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS, plan_artifacts
 from asyncodebench.harness.sandbox import SandboxUnavailableError
 from asyncodebench.harness.spec import TaskSpec
-from asyncodebench.images.digests import (
-    MATCH,
-    MISMATCH,
-    MISSING,
-    UNREACHABLE,
-    ImageStatus,
-    local_status,
-    pull,
-)
+from asyncodebench.images.digests import MATCH, MISMATCH, MISSING, UNREACHABLE, ImageStatus, local_status, pull
 from asyncodebench.run.prediction_result import InfrastructureKind, PredictionResult
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.results import infrastructure_result, score

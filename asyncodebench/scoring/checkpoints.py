@@ -13,17 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.scoring.dependency import (
-    CheckpointRecord,
-    DependencyOutcome,
-    DependencyPoint,
-)
-from asyncodebench.scoring.grading import (
-    SELECTOR_STATUSES,
-    TIMEOUT_EXIT_CODE,
-    SelectorResult,
-    group_state,
-)
+from asyncodebench.scoring.dependency import CheckpointRecord, DependencyOutcome, DependencyPoint
+from asyncodebench.scoring.grading import SELECTOR_STATUSES, TIMEOUT_EXIT_CODE, SelectorResult, group_state
 
 SCHEMA_VERSION = "0.1"
 """Version of the checkpoint record layout written and accepted here."""

@@ -306,17 +306,11 @@ def payloads(make: PatchMaker) -> list[Payload]:
     found.append(Payload("agents-plant-at-runtime", 4, "agents", _line(
         "agents-plant-at-runtime", None, protocol="caid_manager",
         agent_patches={"core_agent": d(_appended(CORE, f"PLANTS = {runtime_plants!r}\n" + PLANT_FOR_LATER))})))
-    from helpers.payloads.tamper import (
-        tamper_payloads,  # it builds on this module's helpers
-    )
+    from helpers.payloads.tamper import tamper_payloads  # it builds on this module's helpers
     found += tamper_payloads(make)
-    from helpers.payloads.skip import (
-        skip_payloads,  # decision 12 (it builds on this module's helpers)
-    )
+    from helpers.payloads.skip import skip_payloads  # decision 12 (it builds on this module's helpers)
     found += skip_payloads(make)
-    from helpers.payloads.tree import (
-        tree_payloads,  # attack class 8: the preparation (issue 16)
-    )
+    from helpers.payloads.tree import tree_payloads  # attack class 8: the preparation (issue 16)
     found += tree_payloads(make)
     return found
 

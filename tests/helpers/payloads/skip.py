@@ -15,15 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.payloads.hostile import (
-    API,
-    CORE,
-    PatchMaker,
-    Payload,
-    _base_text,
-    _checkpoint,
-    _line,
-)
+from helpers.payloads.hostile import API, CORE, PatchMaker, Payload, _base_text, _checkpoint, _line
 
 STUB = "raise NotImplementedError("
 SKIPPING = {  # how a stub gives up, by route: each replaces `raise NotImplementedError(` and takes its message

@@ -11,16 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.payloads.hostile import (
-    API,
-    CORE,
-    FAKE_REPORT,
-    PatchMaker,
-    Payload,
-    _appended,
-    _checkpoint,
-    _line,
-)
+from helpers.payloads.hostile import API, CORE, FAKE_REPORT, PatchMaker, Payload, _appended, _checkpoint, _line
 
 REPORT_PATH = 'next((a.split("=", 1)[1] for a in _s.argv if a.startswith("--json-report-file=")), None)'
 

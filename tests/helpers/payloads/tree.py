@@ -15,15 +15,7 @@ from __future__ import annotations
 import subprocess
 
 from helpers.checkout import DEMO_DIR
-from helpers.payloads.hostile import (
-    API,
-    CORE,
-    PatchMaker,
-    Payload,
-    _base_text,
-    _checkpoint,
-    _line,
-)
+from helpers.payloads.hostile import API, CORE, PatchMaker, Payload, _base_text, _checkpoint, _line
 
 TREE_ATTACK_CLASS = 8
 TEST_CORE = "tests/test_core.py"
