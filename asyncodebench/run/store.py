@@ -75,13 +75,15 @@ def write_result(folder: Path, result: PredictionResult) -> None:
 
 
 def read_result(folder: Path) -> PredictionResult:
-    """The result saved in `folder` (without its checkpoint records).
+    """The result saved in `folder`, with its checkpoint records: what `write_result` wrote.
 
     Raises:
         FileNotFoundError: the prediction has no result yet.
         ValueError: the file is not a result record.
     """
-    return PredictionResult.from_json(read_json(folder / RESULT))
+    path = folder / CHECKPOINTS
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return PredictionResult.from_json(read_json(folder / RESULT), [json.loads(line) for line in lines])
 
 
 @functools.cache
