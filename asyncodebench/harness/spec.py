@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from asyncodebench.dataset.native_builds import NativeBuild, native_build
 from asyncodebench.scoring.checkpoints import probe_selectors
 from asyncodebench.scoring.dependency import DependencyPoint
 
@@ -46,6 +47,7 @@ class TaskSpec:
     specialists: tuple[Agent, ...]
     dependencies: tuple[DependencyPoint, ...]
     image_provenance: str = "official"  # "rebuilt" when an image map replaced the row's image (images/image_map)
+    build: NativeBuild | None = None  # the native build run before each state is evaluated (data/native_builds.yaml)
 
     @property
     def selectors(self) -> tuple[str, ...]:
@@ -68,6 +70,7 @@ class TaskSpec:
             single_agent_paths=tuple(task["single_agent_writable_paths"]),
             specialists=tuple(Agent(a["agent_id"], tuple(a["writable_paths"])) for a in task["specialists"]),
             dependencies=tuple(DependencyPoint.from_row(d) for d in dependencies if d["task_id"] == task["task_id"]),
+            build=native_build(task["task_id"]),
         )
 
 
