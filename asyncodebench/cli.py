@@ -150,13 +150,20 @@ def positive_seconds(text: str) -> float:
 
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """--timeout, --probe-timeout, --memory, --cpus, --pids: the container limits evaluate.py and run_task.py share."""
+    """--timeout, --probe-timeout, --memory, --cpus, --pids, --build-timeout, --build-space: the limits evaluate.py and
+    run_task.py share."""
     parser.add_argument("--timeout", type=positive_int, default=900, help="evaluator limit in seconds (official: 900)")
     parser.add_argument("--probe-timeout", type=positive_int, default=60, help="per probe selector (official: 60)")
     parser.add_argument("--memory", type=memory_size, default="4g",
                         help="container memory limit, no swap (Docker size such as 512m or 4g; at least 64m)")
     parser.add_argument("--cpus", type=cpus, default=1.0, help="CPUs the container may use (at least 0.01)")
     parser.add_argument("--pids", type=pids, default=512, help=f"container process limit (at least {MIN_PIDS})")
+    parser.add_argument("--build-timeout", type=positive_int, default=None,
+                        help="limit in seconds of each state's native build, for tasks that rebuild native code "
+                             "before evaluation (default: the task's own, data/native_builds.yaml)")
+    parser.add_argument("--build-space", type=memory_size, default="4g",
+                        help="what one state's native build may write over the image's build tree (a tmpfs, so "
+                             "memory; Docker size)")
 
 
 def settings(args: argparse.Namespace, run_probes: bool) -> Settings:
@@ -164,7 +171,8 @@ def settings(args: argparse.Namespace, run_probes: bool) -> Settings:
     from asyncodebench.harness.evaluation import Settings
     from asyncodebench.harness.sandbox import Limits
 
-    return Settings(args.timeout, args.probe_timeout, run_probes, Limits(args.memory, args.cpus, args.pids))
+    return Settings(args.timeout, args.probe_timeout, run_probes,
+                    Limits(args.memory, args.cpus, args.pids, build_space=args.build_space), args.build_timeout)
 
 
 def writable_folder_problem(folder: Path) -> str | None:

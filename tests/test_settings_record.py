@@ -36,8 +36,10 @@ SETTINGS_JSON = """{
     "workspace": "4g",
     "tmp": "1g",
     "io": "512m",
-    "inodes": 1000000
-  }
+    "inodes": 1000000,
+    "build_space": "4g"
+  },
+  "build_timeout_seconds": null
 }
 """
 HUB = {"source": "hub", "id": "PhilipZhang/AsynCodeBench", "revision": "v0.4.2", "resolved_commit": "b" * 40,
@@ -58,10 +60,11 @@ class Published:
     Settings(),
     Settings(20, 10, False, Limits("1g", 0.5, 256)),
     Settings(900, 60, True, Limits("512m", 2.0, 32, 1 << 20, "1g", "64m", "32m", 1000)),
+    Settings(900, 60, True, Limits(build_space="8g"), build_timeout=120),
 ])
 def test_a_record_reads_back_as_the_same_settings(settings: Settings) -> None:
     record = settings.to_record()
-    assert list(record) == ["run_probes", "timeout_seconds", "probe_timeout_seconds", "limits"]
+    assert list(record) == ["run_probes", "timeout_seconds", "probe_timeout_seconds", "limits", "build_timeout_seconds"]
     assert Settings.from_record(record) == settings
 
 
@@ -72,7 +75,9 @@ def test_a_report_record_and_an_older_record_read_back() -> None:
     assert Settings.from_record(report) == settings
     older = settings.to_record()
     del older["limits"]["inodes"]
+    del older["limits"]["build_space"], older["build_timeout_seconds"]
     assert Settings.from_record(older).limits.inodes == Limits().inodes
+    assert Settings.from_record(older).build_timeout is None
 
 
 def test_settings_json_is_unchanged(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asyncodebench.harness.evaluation import Workbench
+from asyncodebench.harness.sandbox import SandboxUnavailableError
 from asyncodebench.harness.spec import COUNT_KEYS, TaskSpec
 from asyncodebench.scoring.grading import Baseline, normalize_report
 from asyncodebench.scoring.tampering import examine
@@ -83,11 +84,19 @@ def measure(bench: Workbench) -> BaseStateRecord:
     restored from the base, so a new id only appears when code under test renames or adds tests, and skipping
     such a test is what the rule is there to catch (see `grading.newly_skipped`).
 
+    A task with a native build is built at base first, as every state is; a base that does not build is the
+    image's fault.
+
     Raises:
-        SandboxUnavailableError: the container engine failed.
+        SandboxUnavailableError: the container engine failed, or the base state did not build.
     """
     spec = bench.spec
-    _, run = bench.evaluate(b"")
+    with bench.built(b"") as built:
+        if built is not None and not built.ready:
+            tail = built.run.output_tail[-2000:] if built.run else built.preparation.patch_log
+            raise SandboxUnavailableError(f"the base state of {spec.task_id} does not build in {spec.pinned_ref}, "
+                                          f"so the image cannot grade anything: {tail}")
+        _, run = bench.evaluate(b"", built)
     # The base is read as predictions are: sentinels out, pytest's exit code as it would be without them.
     check = examine(run.report, run.exit_code, run.tail, run.sentinel) if run else None
     report, exit_code = (check.report, check.exit_code) if check else (None, None)

@@ -2,9 +2,10 @@
 
 Every pytest process starts from image + base + overlays + its state's patch in a container of its own: the final
 evaluator, the final state's probes, and each intermediate checkpoint state's probes (when agents' patches are
-given, a trusted-only container first merges them and derives those states). Steps are independent, so two run at
-a time. Only raw facts come back here; grading them is `grading`'s job, so saved evidence can be regraded without
-containers.
+given, a trusted-only container first merges them and derives those states). For a task with a native build
+(`spec.build`), each state is first built once, in a container of its own, and its build tree is mounted read-only
+into that state's pytest containers (`native`, `build_tree`). Steps are independent, so two run at a time. Only raw
+facts come back here; grading them is `grading`'s job, so saved evidence can be regraded without containers.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
+from asyncodebench.harness.build_tree import StateBuildTree, check_base_build_tree
 from asyncodebench.harness.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
+from asyncodebench.harness.native import BuildRun, run_build
 from asyncodebench.harness.probes import ProbeRun, run_probes
 from asyncodebench.harness.sandbox import IO_DIR, Limits, Sandbox, SandboxUnavailableError, base_volume
 from asyncodebench.harness.spec import TaskSpec
@@ -42,18 +45,20 @@ class Settings:
     probe_timeout: int = 60  # seconds per probe selector (official: 60)
     run_probes: bool = True
     limits: Limits = field(default_factory=Limits)
+    build_timeout: int | None = None  # seconds per native build (None: the task's own default)
 
     def to_record(self) -> dict[str, Any]:
         """The settings as a run folder records them (its `settings.json`; the report's `run.settings`)."""
         return {"run_probes": self.run_probes, "timeout_seconds": self.timeout,
-                "probe_timeout_seconds": self.probe_timeout, "limits": asdict(self.limits)}
+                "probe_timeout_seconds": self.probe_timeout, "limits": asdict(self.limits),
+                "build_timeout_seconds": self.build_timeout}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Settings:
         """The settings `to_record` wrote (keys beyond them, such as a report's own, are ignored); a limit the record
         predates takes its default."""
         return cls(record["timeout_seconds"], record["probe_timeout_seconds"], record["run_probes"],
-                   Limits(**record["limits"]))
+                   Limits(**record["limits"]), record.get("build_timeout_seconds"))
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,27 @@ class StateEvidence:
     agent_id: str | None
     preparation: Preparation
     probes: ProbeRun | None
+    build: BuildRun | None = None  # the state's native build; None for a task without one, or a patch never applied
+
+
+@dataclass(frozen=True)
+class BuiltState:
+    """A state of a task with a native build, built once: its build tree's volume and what the build did."""
+
+    volume: str
+    build_dir: str
+    preparation: Preparation  # of the build's container (the same patch, so the same outcome as the state's own)
+    run: BuildRun | None  # None when the patch never reached the code (nothing was built)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the state's evaluator and probes may run: it was built, and the build succeeded."""
+        return self.run is not None and self.run.succeeded
+
+    @property
+    def mount(self) -> tuple[str, str, bool]:
+        """The build tree as a pytest container mounts it: read only."""
+        return self.volume, self.build_dir, True
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,7 @@ class Evidence:
     integration: Integration | None = None  # how agent patches were merged, when they were given
     report_problem: str | None = None  # why the report is missing or unreadable (a model outcome)
     sentinel: str | None = None  # the evaluator's sentinel secret (scoring/tampering.py)
+    build: BuildRun | None = None  # the final state's native build (None: the task has none, or nothing was built)
 
     def execution_record(self) -> dict[str, Any]:
         """Everything but the bulky output, report and probe runs, as saved in `execution.json`."""
@@ -120,47 +147,80 @@ class Workbench:
              overlays: dict[str, bytes]) -> Workbench:
         """A workbench for `spec`'s task, its overlays in the task's order, with the run's base volume made."""
         ordered = tuple((path, overlays[path]) for path, _ in spec.overlays)
+        build = spec.build
+        check = None if build is None else (lambda name: check_base_build_tree(
+            client, spec.pinned_ref, run_id, name, spec.workdir, build.build_dir, build.command))
         return cls(client, spec, run_id, settings, ordered, base_volume(client, spec.pinned_ref, run_id,
-                                                                          spec.workdir))
+                                                                          spec.workdir, on_create=check))
 
-    def sandbox(self) -> Sandbox:
-        """A new running container of the task's pinned image under the run's limits; removed when its `with` ends."""
+    def sandbox(self, build_tree: tuple[str, str, bool] | None = None) -> Sandbox:
+        """A new running container of the task's pinned image under the run's limits; removed when its `with` ends.
+        `build_tree`: a state's build tree to mount (volume, folder, read only)."""
         return Sandbox(self.client, self.spec.pinned_ref, self.run_id, self.settings.limits, self.spec.workdir,
-                       self.base, self.spec.interpreter)
+                       self.base, self.spec.interpreter, build_tree)
 
     def inputs(self, patch: bytes) -> dict[str, bytes]:
         """The preparation's files for the state `patch` makes, the task's test targets among the protected paths."""
         spec = self.spec
         protected = (*spec.protected_paths, *spec.test_targets)
         return prepare_inputs(spec.workdir, spec.base_revision, spec.interpreter, protected, list(self.overlays),
-                              patch)
+                              patch, build_dir=spec.build.build_dir if spec.build else None)
 
     @contextmanager
-    def prepared(self, patch: bytes) -> Iterator[tuple[Sandbox, Preparation]]:
-        """A fresh container whose work tree holds this state; a patch naming unsafe paths is not applied."""
-        unsafe = touched_paths(patch.decode("utf-8", errors="surrogateescape")).unsafe
-        with self.sandbox() as box:
+    def prepared(self, patch: bytes, build_tree: tuple[str, str, bool] | None = None
+                 ) -> Iterator[tuple[Sandbox, Preparation]]:
+        """A fresh container whose work tree holds this state; a patch naming unsafe paths is not applied.
+
+        The native build tree is the harness's: a patch naming a path in it is unsafe too (the build writes there).
+        """
+        touched = touched_paths(patch.decode("utf-8", errors="surrogateescape"))
+        unsafe = touched.unsafe
+        if self.spec.build is not None:
+            folder = self.spec.build.build_dir
+            unsafe += tuple(p for p in touched.paths if p == folder or p.startswith(f"{folder}/"))
+        with self.sandbox(build_tree) as box:
             box.write_files(self.inputs(b"" if unsafe else patch), IO_DIR)
             preparation = prepare(box, self.spec.interpreter, self.spec.task_id)
             if unsafe:
                 preparation = replace(preparation, patch_status="unsafe_paths", unsafe_paths=unsafe)
             yield box, preparation
 
-    def evaluate(self, patch: bytes) -> tuple[Preparation, PytestRun | None]:
-        """The evaluator on this state, or only the preparation when the patch never reached the code."""
-        with self.prepared(patch) as (box, preparation):
+    @contextmanager
+    def built(self, patch: bytes) -> Iterator[BuiltState | None]:
+        """For a task with a native build, this state built once (its build tree lives inside `with`); else None."""
+        build = self.spec.build
+        if build is None:
+            yield None
+            return
+        limit = self.settings.build_timeout or build.timeout_seconds
+        with StateBuildTree(self.client, self.spec.pinned_ref, self.run_id, self.base, build.build_dir,
+                            self.settings.limits.build_space) as tree:
+            with self.prepared(patch, (tree.volume, build.build_dir, False)) as (box, preparation):
+                run = run_build(box, self.spec.interpreter, build.command, limit) if preparation.usable else None
+            yield BuiltState(tree.volume, build.build_dir, preparation, run)
+
+    def evaluate(self, patch: bytes, built: BuiltState | None = None) -> tuple[Preparation, PytestRun | None]:
+        """The evaluator on this state, or only the preparation when the patch never reached the code or the
+        state's build failed. `built` must be given for a task with a native build."""
+        if built is not None and not built.ready:
+            return built.preparation, None
+        with self.prepared(patch, built.mount if built else None) as (box, preparation):
             if not preparation.usable:
                 return preparation, None
             run = run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins,
                              evaluator_args(self.spec), self.settings.timeout, near=first_path(self.spec.test_targets))
             return preparation, run
 
-    def probe(self, patch: bytes) -> tuple[Preparation, ProbeRun | None]:
-        """Every probe selector on this state; each pytest process gets a container of its own."""
+    def probe(self, patch: bytes, built: BuiltState | None = None) -> tuple[Preparation, ProbeRun | None]:
+        """Every probe selector on this state; each pytest process gets a container of its own. A state whose
+        build failed runs no probe (each one is then not passed)."""
+        if built is not None and not built.ready:
+            return built.preparation, None
         preparations: list[Preparation] = []
+        mount = built.mount if built else None
 
         def execute(selectors: tuple[str, ...]) -> PytestRun | None:
-            with self.prepared(patch) as (box, preparation):
+            with self.prepared(patch, mount) as (box, preparation):
                 preparations.append(preparation)
                 if not preparation.usable:
                     return None
@@ -171,9 +231,15 @@ class Workbench:
         if self.settings.run_probes:
             probes = run_probes(execute, self.spec.selectors, self.settings.probe_timeout)
         if not preparations:  # probes off, or a task without selectors: the state is still prepared and recorded
-            with self.prepared(patch) as (_, preparation):
+            with self.prepared(patch, mount) as (_, preparation):
                 preparations.append(preparation)
         return preparations[0], probes
+
+    def probe_state(self, patch: bytes) -> tuple[Preparation, ProbeRun | None, BuildRun | None]:
+        """An intermediate state: built once (for a task with a native build), then probed."""
+        with self.built(patch) as built:
+            preparation, probes = self.probe(patch, built)
+        return preparation, probes, built.run if built else None
 
     def integrate(self, protocol: str, plan: list[AgentArtifact]) -> Integration:
         """Merge agents' artifacts in a container where no evaluated code runs; read every derived state."""
@@ -213,16 +279,17 @@ def evaluate_patch(client: Any, spec: TaskSpec, patch: bytes, run_id: str, setti
     if agents is not None:
         integration = bench.integrate(agents[0], agents[1])
         states, patch = integration_states(integration), patch_bytes(integration.final_state)
-    with ThreadPoolExecutor(max_workers=STEPS_AT_ONCE) as pool:
-        final = pool.submit(bench.evaluate, patch)
-        final_probes = pool.submit(bench.probe, patch) if settings.run_probes else None
-        replayed = [(state, pool.submit(bench.probe, state.patch)) for state in states]
+    with ThreadPoolExecutor(max_workers=STEPS_AT_ONCE) as pool, bench.built(patch) as built:
+        final = pool.submit(bench.evaluate, patch, built)
+        final_probes = pool.submit(bench.probe, patch, built) if settings.run_probes else None
+        replayed = [(state, pool.submit(bench.probe_state, state.patch)) for state in states]
         preparation, run = final.result()
-        probes = final_probes.result()[1] if final_probes is not None and preparation.usable else None
+        probed = final_probes.result() if final_probes is not None else None  # before the build tree goes
+        probes = probed[1] if probed is not None and preparation.usable else None
         state_evidence = tuple(StateEvidence(s.checkpoint_type, s.workspace_kind, s.agent_id, *f.result())
                                for s, f in replayed)
     return replace(evidence_from(spec, preparation, run, probes, settings), states=state_evidence,
-                   integration=integration)
+                   integration=integration, build=built.run if built else None)
 
 
 def evidence_from(spec: TaskSpec, preparation: Preparation, run: PytestRun | None, probes: ProbeRun | None,

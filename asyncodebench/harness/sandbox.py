@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 WATCHDOG_MARGIN_SECONDS = 30
 LABEL_RUN = "org.asyncodebench.run_id"
@@ -99,6 +99,7 @@ class Limits:
     tmp: str = "1g"  # the evaluated code's private /tmp (and HOME)
     io: str = "512m"  # harness scripts, patches and the evaluated code's output folder (its JSON reports)
     inodes: int = 1_000_000  # per tmpfs
+    build_space: str = "4g"  # tmpfs holding what a state's native build writes over the image's build tree
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,13 @@ def _tmpfs_volume(target: str, size: str, inodes: int, run_id: str, read_only: b
                  driver_config=DriverConfig("local", options))
 
 
-def base_volume(client: Any, image_ref: str, run_id: str, workdir: str) -> str:
+def base_volume(client: Any, image_ref: str, run_id: str, workdir: str,
+                on_create: Callable[[str], None] | None = None) -> str:
     """A named volume holding the image's own work tree, made once per run and image (Docker copies the image's
-    folder into a new volume when a container mounts it there); each container copies it into its own tmpfs."""
+    folder into a new volume when a container mounts it there); each container copies it into its own tmpfs.
+
+    `on_create(name)` runs once, when the volume is made (under the same lock); if it raises, the volume is removed.
+    """
     import hashlib
 
     name = f"asyncodebench-base-{hashlib.sha256(f'{run_id} {image_ref}'.encode()).hexdigest()[:20]}"
@@ -168,6 +173,12 @@ def base_volume(client: Any, image_ref: str, run_id: str, workdir: str) -> str:
             container.remove(force=True)
         except Exception as exc:
             raise SandboxUnavailableError(f"could not copy the work tree of {image_ref} into a volume: {exc}") from exc
+        if on_create is not None:
+            try:
+                on_create(name)
+            except BaseException:
+                client.volumes.get(name).remove(force=True)
+                raise
     return name
 
 
@@ -175,7 +186,8 @@ class Sandbox:
     """One running container started from `image_ref` (an `image@sha256:` reference), prepared for one step."""
 
     def __init__(self, client: Any, image_ref: str, run_id: str, limits: Limits, workdir: str, base: str,
-                 interpreter: str) -> None:
+                 interpreter: str, build_tree: tuple[str, str, bool] | None = None) -> None:
+        """`build_tree`: (volume, folder of the work tree, read only) of a state's native build tree, or None."""
         import docker.errors
         from docker.types import Mount, Ulimit
 
@@ -187,10 +199,13 @@ class Sandbox:
             _tmpfs_volume(IO_DIR, limits.io, 10_000, run_id),
             Mount(BASE_DIR, base, type="volume", read_only=True),
         ]
+        if build_tree is not None:
+            volume, folder, read_only = build_tree
+            mounts.append(Mount(f"{workdir}/{folder}", volume, type="volume", read_only=read_only))
         try:
             self.container = client.containers.run(
                 image_ref, [interpreter, "-I", "-c", INIT_SCRIPT, ENDED_MARKER], detach=True, name=self.name,
-                labels=_labels(run_id),
+                labels=run_labels(run_id),
                 network_mode="none", mem_limit=limits.memory, memswap_limit=limits.memory,
                 nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.pids, working_dir=workdir,
                 read_only=True, mounts=mounts,
@@ -364,7 +379,8 @@ def _lock_path(volume: str) -> str:
     return f"{tempfile.gettempdir()}/{volume}.lock"
 
 
-def _labels(run_id: str) -> dict[str, str]:
+def run_labels(run_id: str) -> dict[str, str]:
+    """The labels of a container of the run `run_id` (and of the process that started it)."""
     return {LABEL_RUN: run_id, **({LABEL_OWNER: _owner} if _owner else {})}
 
 

@@ -88,10 +88,12 @@ JUDGE_MARGIN_SECONDS = 15
 
 def prepare_inputs(workdir: str, base_revision: str, interpreter: str, protected: tuple[str, ...],
                    overlays: list[tuple[str, bytes]], patch: bytes,
-                   judge_seconds: float = PREPARE_SECONDS - JUDGE_MARGIN_SECONDS) -> dict[str, bytes]:
+                   judge_seconds: float = PREPARE_SECONDS - JUDGE_MARGIN_SECONDS,
+                   build_dir: str | None = None) -> dict[str, bytes]:
     """Every file the preparation needs, by its path under IO_DIR, to be copied in as one archive.
 
     `judge_seconds`: from the preparation's start, how long until judging the patched tree is given up.
+    `build_dir`: the task's native build tree (top-level folder), which the preparation neither copies nor walks.
     """
     overlay_names = [f"overlays/{i:02d}.patch" for i in range(len(overlays))]
     config = {
@@ -100,7 +102,7 @@ def prepare_inputs(workdir: str, base_revision: str, interpreter: str, protected
         "protected_paths": sorted(protected), "import_roots": ["", "src"], "shadow_names": list(SHADOWED_BY_DEFAULT),
         "sandbox_uid": SANDBOX_UID, "sandbox_gid": SANDBOX_GID, "git_global_config": GIT_CONFIG,
         "out_dir": OUT_DIR, "home_dir": HOME_DIR, "record_path": PREPARE_RECORD, "stage_path": PREPARE_STAGE,
-        "judge_deadline_seconds": judge_seconds,
+        "judge_deadline_seconds": judge_seconds, "build_dir": build_dir,
     }
     files = {"prepare.py": script_bytes("prepare.py"), "integrate.py": script_bytes("integrate.py"),
              "launch.py": script_bytes("launch.py"), "prepare.json": json.dumps(config).encode(),

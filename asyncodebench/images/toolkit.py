@@ -4,6 +4,8 @@ built from, whatever the task.
 - a Debian root filesystem from `mmdebstrap` with the packages asked for, plus wheels from PyPI (`build_rootfs`);
 - a repository committed once with a fixed author, committer and date, so its commit SHA never changes
   (`commit_tree`), and a directory as an image layer with fixed owners, modes and times (`directory_layer`);
+- a folder that a command made in a container of an image, as a further layer with fixed owners and times
+  (`container_layer`: a native task's configured and built tree);
 - an image config with fixed timestamps (`image_config`) and the `docker load` archive of the layers
   (`load_image`).
 
@@ -97,16 +99,18 @@ def _git(repo: Path, *args: str) -> str:
     return run_step(["git", "-C", str(repo), *args], f"git {args[0]}", hint, env=env).stdout.strip()
 
 
-def commit_tree(source: Path, dest: Path, message: str) -> str:
+def commit_tree(source: Path, dest: Path, message: str, also_ignored: tuple[str, ...] = ()) -> str:
     """Copy `source` to `dest`, commit it once with a fixed identity (`COMMIT_ENV`), return the SHA.
 
     The SHA depends only on file contents, file modes, `message` and `COMMIT_ENV`, so the same sources give the
     same revision on every machine. The index is rebuilt without stat data so the `.git` directory itself is
-    byte-identical between builds (it goes into an image layer).
+    byte-identical between builds (it goes into an image layer). `also_ignored` names more litter to leave out
+    (such as a build folder someone made in the source), at any depth, like `IGNORED_NAMES`.
     """
     if dest.exists() and any(dest.iterdir()):
         raise ImageBuildError(f"{dest} is not empty; give commit_tree a fresh directory")
-    shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*IGNORED_NAMES))
+    ignored = shutil.ignore_patterns(*IGNORED_NAMES, *also_ignored)
+    shutil.copytree(source, dest, dirs_exist_ok=True, ignore=ignored)
     _git(dest, "init", "--quiet", "--initial-branch=main", "--template=")
     _git(dest, "add", "--all")
     _git(dest, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message)
@@ -210,6 +214,44 @@ def directory_layer(source: Path, at: str) -> bytes:
             else:
                 info.mode = 0o755
                 tar.addfile(info)
+    return buf.getvalue()
+
+
+def container_layer(image: str, command: Sequence[str], path: str, mtime: int) -> bytes:
+    """Run `command` in a container of `image` with no network, then return the folder `path` it left as a layer.
+
+    The layer holds `path` at the same place, owned by root, every time set to `mtime`, entries in name order: a
+    native task's build tree, configured and built at the base state inside the image it then joins (its
+    absolute paths, compiler and headers are the image's). `mtime` must be later than the sources' times so that
+    an incremental build on the tree finds nothing to do. A failing command raises `ImageBuildError` with the end
+    of its output.
+    """
+    name = f"asyncodebench-layer-{os.getpid()}-{hashlib.sha256(os.urandom(8)).hexdigest()[:8]}"
+    docker("create", "--name", name, "--network", "none", "--entrypoint", "", image, *command)
+    try:
+        run_step(["docker", "start", "--attach", name], f"{shlex.join(command)} in {image}",
+                 "the command failed in the image; run it by hand with `docker run --rm -it --network none "
+                 f"{image} bash`", stdin=subprocess.DEVNULL)
+        copied = subprocess.run(["docker", "cp", f"{name}:{path}", "-"], capture_output=True, check=False)
+        if copied.returncode != 0:
+            raise ImageBuildError(f"docker cp of {path} failed: {copied.stderr.decode(errors='replace')[-2000:]}")
+    finally:
+        subprocess.run(["docker", "rm", "--force", name], capture_output=True, check=False)
+    parent = path.rstrip("/").rsplit("/", 1)[0].lstrip("/")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(copied.stdout), mode="r:") as source, \
+            tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info in sorted(source.getmembers(), key=lambda m: m.name):
+            data = source.extractfile(info) if info.isfile() else None
+            info.name = f"{parent}/{info.name}" if parent else info.name
+            if info.islnk():  # a hard link names its target by its path in the archive
+                info.linkname = f"{parent}/{info.linkname}" if parent else info.linkname
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mtime = mtime
+            info.mode &= 0o7777
+            info.pax_headers = {}  # docker cp adds access and change times, which differ on every run
+            tar.addfile(info, data)
     return buf.getvalue()
 
 

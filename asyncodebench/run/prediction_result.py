@@ -305,6 +305,28 @@ class SadProxy:
 
 
 @dataclass(frozen=True)
+class BuildFacts:
+    """The native builds of a prediction of a task that has one (METRICS decision 13)."""
+
+    command: tuple[str, ...]
+    final: JsonObject | None  # the final state's build record (`native.BuildRun.to_json`); None: nothing was built
+    states_built: int  # one per evaluated state whose patch reached the code: final, checkpoint, integrated
+    seconds: float  # all of them
+
+    def to_json(self) -> dict[str, Any]:
+        """`result.json`'s `build` object."""
+        return {"command": list(self.command), "final": self.final, "states_built": self.states_built,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, value: JsonObject | None) -> BuildFacts | None:
+        """Read back the `build` object (absent for a task without a native build)."""
+        if value is None:
+            return None
+        return cls(tuple(value["command"]), value["final"], value["states_built"], value["seconds"])
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """Everything an evaluated prediction's result says, by part."""
 
@@ -318,6 +340,7 @@ class Evaluation:
     integration: IntegrationFacts | None
     sad_proxy: SadProxy
     checkpoints: tuple[JsonObject, ...] = ()  # upstream-layout records; written beside result.json, not in it
+    build: BuildFacts | None = None  # the native builds, for a task that has them
 
 
 @dataclass(frozen=True)
@@ -362,6 +385,8 @@ class PredictionResult:
                   "sad_proxy": e.sad_proxy.to_json()}
         if e.dependencies.not_measured is not None:
             record["metrics_not_measured"] = e.dependencies.not_measured
+        if e.build is not None:
+            record["build"] = e.build.to_json()
         return record
 
     @classmethod
@@ -383,5 +408,6 @@ class PredictionResult:
             protection=Protection.from_json(value["protection"]), integrity=Integrity.from_json(value["integrity"]),
             evaluator=EvaluatorFacts.from_json(value["evaluator"]), score=Score.from_json(value),
             dependencies=DependencyFacts.from_json(value), integration=IntegrationFacts.from_json(value["integration"]),
-            sad_proxy=SadProxy.from_json(value["sad_proxy"]), checkpoints=tuple(checkpoints))
+            sad_proxy=SadProxy.from_json(value["sad_proxy"]), checkpoints=tuple(checkpoints),
+            build=BuildFacts.from_json(value.get("build")))
         return cls(identity, evaluation=evaluation)

@@ -9,9 +9,11 @@ from typing import Any
 from asyncodebench.harness.checks import audit_flags, examine_evidence
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.integration import Integration
+from asyncodebench.harness.native import BuildRun
 from asyncodebench.harness.probes import ProbeRun, selector_results
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.run.prediction_result import (
+    BuildFacts,
     DependencyFacts,
     Evaluation,
     EvaluatorFacts,
@@ -56,8 +58,9 @@ _UNMEASURED_DEPENDENCY = ("final_integrated_pass", "drs", "up", "down", "resolve
 
 
 def checkpoint_record(spec: TaskSpec, probes: ProbeRun | None, step: int, kind: tuple[str, str, str | None],
-                      workspace_version: str, recorded_at: str) -> dict[str, Any]:
-    """One checkpoint record (upstream layout) of a probed state; `kind` is (type, workspace kind, agent)."""
+                      workspace_version: str, recorded_at: str, build: BuildRun | None = None) -> dict[str, Any]:
+    """One checkpoint record (upstream layout) of a probed state; `kind` is (type, workspace kind, agent); `build`
+    is the state's native build, kept as `source_build` (a state that did not build runs no probe)."""
     checkpoint_type, workspace_kind, agent_id = kind
     results = selector_results(probes, spec.selectors)
     calls = probes.calls if probes else ()
@@ -70,7 +73,8 @@ def checkpoint_record(spec: TaskSpec, probes: ProbeRun | None, step: int, kind: 
         task_assignment_id=agent_id, workspace_kind=workspace_kind, workspace_path=spec.workdir,
         artifact_version=None, visible_upstream_artifact_version=None, integrated_workspace_version=workspace_version,
         probe_execution_mode=probes.mode if probes else "not_run",
-        probe_timeout_seconds=probes.probe_timeout if probes else 0, source_build=None,
+        probe_timeout_seconds=probes.probe_timeout if probes else 0,
+        source_build=build.to_json() if build is not None else None,
     )
     output = "\n".join(c.output_tail for c in calls)
     return build_checkpoint_record(context, spec.dependencies, results, exit_codes, output)
@@ -80,12 +84,12 @@ def checkpoint_records(spec: TaskSpec, evidence: Evidence, recorded_at: str) -> 
     """Every checkpoint of the evaluation in write order: intermediate states, then final_integrated."""
     records = [
         checkpoint_record(spec, s.probes, i, (s.checkpoint_type, s.workspace_kind, s.agent_id),
-                          s.preparation.canonical_ref, recorded_at)
+                          s.preparation.canonical_ref, recorded_at, s.build)
         for i, s in enumerate(evidence.states, start=1)
     ]
     final_kind = ("final_integrated", "integrated_workspace", None)
     records.append(checkpoint_record(spec, evidence.probes, len(records) + 1, final_kind,
-                                     evidence.preparation.canonical_ref, recorded_at))
+                                     evidence.preparation.canonical_ref, recorded_at, evidence.build))
     return records
 
 
@@ -121,9 +125,11 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
     metrics = run_metrics([record_to_checkpoint(r, spec.dependencies) for r in records], spec.dependencies)
     integrity = integrity_failure(normalized, baseline)
     blocked_by_integrity = integrity is not None and graded.outcome == f"model_failure:{integrity}"
-    # Both score 0 against the expected total, whatever the report says: a patch that never reached the code, and
-    # a pytest process whose own evidence contradicts itself (decision 11).
-    zeroed = patch_failure or ("integrity_tampering" if tampering else None)
+    # These score 0 against the expected total, whatever the report says: a patch that never reached the code, a
+    # state whose native build failed (decision 13), and a pytest process whose evidence contradicts itself (11).
+    build_failed = patch_failure is None and evidence.build is not None and not evidence.build.succeeded
+    zeroed = patch_failure or ("build_failed" if build_failed else None) or (
+        "integrity_tampering" if tampering else None)
     failure_kind = zeroed or (integrity if blocked_by_integrity else normalized.failure_kind)
     final_diff = evidence.integration.final_state if evidence.integration else prediction.model_patch
     evaluation = Evaluation(
@@ -140,23 +146,35 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
         evaluator=EvaluatorFacts(evidence.command, evidence.exit_code, evidence.timed_out,
                                  evidence.killed_by_watchdog, evidence.evaluator_seconds, failure_kind,
                                  normalized.synthetic_summary, {k: getattr(normalized, k) for k in SUMMARY_COUNTS}),
-        score=_score(graded, zeroed, patch_failure, failure_kind, spec.expected_total),
+        score=_score(graded, zeroed, failure_kind, spec.expected_total),
         dependencies=_dependency_facts(records, metrics, probes_ran),
         integration=_integration_facts(evidence.integration),
         sad_proxy=_sad_proxy(spec, final_diff),
         checkpoints=tuple(records),
+        build=_build_facts(spec, evidence),
     )
     return PredictionResult(_identity(prediction), evaluation=evaluation)
 
 
-def _score(graded: GradeResult, zeroed: str | None, patch_failure: str | None, failure_kind: str | None,
-           expected_total: int | None) -> Score:
+ZEROED_SOURCES = {"build_failed": "build_failure", "integrity_tampering": "tampering"}  # else a patch failure
+
+
+def _score(graded: GradeResult, zeroed: str | None, failure_kind: str | None, expected_total: int | None) -> Score:
     """The graded numbers; a zeroed prediction scores 0 of the expected total whatever its report says."""
     if zeroed is None:
         return Score(graded.final_success, graded.pass_rate, graded.passed, graded.denominator, graded.total_source,
                      graded.outcome)
-    source = f"expected_total_due_{'patch_failure' if patch_failure else 'tampering'}"
+    source = f"expected_total_due_{ZEROED_SOURCES.get(zeroed, 'patch_failure')}"
     return Score(False, 0.0, 0, expected_total, source, f"model_failure:{failure_kind}")
+
+
+def _build_facts(spec: TaskSpec, evidence: Evidence) -> BuildFacts | None:
+    """The prediction's native builds: the final state's, and every state's count and time; None without a build."""
+    if spec.build is None:
+        return None
+    runs = [r for r in (evidence.build, *(s.build for s in evidence.states)) if r is not None]
+    final = evidence.build.to_json() if evidence.build is not None else None
+    return BuildFacts(spec.build.command, final, len(runs), round(sum(r.seconds for r in runs), 3))
 
 
 def _dependency_facts(records: list[dict[str, Any]], metrics: RunMetrics, probes_ran: bool) -> DependencyFacts:

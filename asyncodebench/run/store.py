@@ -26,6 +26,7 @@ from asyncodebench.dataset.validation import validator
 from asyncodebench.files import write_atomic
 from asyncodebench.harness.evaluation import Evidence, Preparation, StateEvidence
 from asyncodebench.harness.integration import AgentMerge, Integration
+from asyncodebench.harness.native import BuildRun
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
 from asyncodebench.run.prediction_result import PredictionResult
 
@@ -103,7 +104,8 @@ def save_evidence(folder: Path, evidence: Evidence) -> None:
     write_json(folder / PROBES, _probes_record(evidence.probes))
     write_json(folder / STATES, [
         {"checkpoint_type": s.checkpoint_type, "workspace_kind": s.workspace_kind, "agent_id": s.agent_id,
-         "preparation": asdict(s.preparation), "probes": _probes_record(s.probes)} for s in evidence.states])
+         "preparation": asdict(s.preparation), "probes": _probes_record(s.probes),
+         "build": s.build.to_json() if s.build else None} for s in evidence.states])
 
 
 def load_evidence(folder: Path) -> Evidence:
@@ -117,7 +119,7 @@ def load_evidence(folder: Path) -> Evidence:
     states_path = folder / STATES
     states = tuple(
         StateEvidence(s["checkpoint_type"], s["workspace_kind"], s["agent_id"], stored_preparation(s["preparation"]),
-                      _probes_from(s["probes"]))
+                      _probes_from(s["probes"]), _build_from(s.get("build")))
         for s in (read_json(states_path) if states_path.exists() else [])
     )
     return Evidence(
@@ -129,7 +131,13 @@ def load_evidence(folder: Path) -> Evidence:
         probes=_probes_from(read_json(folder / PROBES)), container_name=execution["container_name"],
         command=tuple(execution["command"]), states=states, integration=_integration(execution.get("integration")),
         report_problem=execution.get("report_problem"), sentinel=execution.get("sentinel"),
+        build=_build_from(execution.get("build")),
     )
+
+
+def _build_from(record: dict[str, Any] | None) -> BuildRun | None:
+    """A state's native build from its saved record (None: no build, or evidence saved before builds existed)."""
+    return BuildRun.from_json(record) if record else None
 
 
 def stored_preparation(record: dict[str, Any]) -> Preparation:

@@ -135,9 +135,14 @@ def as_sandbox_user(cfg):
     return drop
 
 
-def copy_image_tree(source, workdir):
-    """The image's work tree, as the image has it, into this container's own (tmpfs) work tree."""
-    done = subprocess.run(["cp", "-a", source + "/.", workdir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def copy_image_tree(source, workdir, build_dir=None):
+    """The image's work tree, as the image has it, into this container's own (tmpfs) work tree; its native build
+    tree stays out (the state's own copy-on-write build tree is mounted there)."""
+    names = [name for name in os.listdir(source) if name != build_dir]
+    if not names:
+        return
+    done = subprocess.run(["cp", "-a", "--"] + [os.path.join(source, name) for name in names] + [workdir],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         raise RuntimeError("could not copy the image's work tree: %s" % done.stdout.decode("utf-8", "replace"))
 
@@ -146,7 +151,7 @@ def canonical_state(cfg):
     """Reset the work tree to the base revision and apply the overlays (committed, when there are any): the canonical
     state. Returns its commit's SHA."""
     git(cfg, "reset", "--hard", "-q", cfg.base_revision)
-    git(cfg, "clean", "-ffdxq")
+    git(cfg, "clean", "-ffdxq", *(["-e", "/" + cfg.build_dir] if cfg.build_dir else []))
     for path in cfg.overlays:
         git(cfg, "apply", "--whitespace=nowarn", path)
     if cfg.overlays:
@@ -155,8 +160,8 @@ def canonical_state(cfg):
 
 
 def commit(cfg, message):
-    """Commit the work tree as it is (no hooks, empty allowed)."""
-    git(cfg, "add", "-A")
+    """Commit the work tree as it is, its build tree aside (no hooks, empty allowed)."""
+    git(cfg, "add", "-A", *(["--", ".", ":(exclude)" + cfg.build_dir] if cfg.build_dir else []))
     git(cfg, "commit", "-q", "--no-verify", "--allow-empty", "-m", message)
 
 
@@ -174,10 +179,13 @@ def record_image(cfg):
 # --- the tree on disk ------------------------------------------------------------------------------
 
 
+OUTSIDE_TREE = {b".git"}  # top-level names no walk of the tree enters; main() adds the native build tree
+
+
 def entries(top=b""):
-    """Every entry under `top` (relative to the work tree; the whole tree but its own `.git` by default) as
-    (path, os.DirEntry). Iterative with an explicit stack, so no depth of folders can exhaust the interpreter's
-    recursion; symlinks are reported, never followed."""
+    """Every entry under `top` (relative to the work tree; the whole tree but its own `.git` and build tree by
+    default) as (path, os.DirEntry). Iterative with an explicit stack, so no depth of folders can exhaust the
+    interpreter's recursion; symlinks are reported, never followed."""
     stack = [top]
     while stack:
         folder = stack.pop()
@@ -185,7 +193,7 @@ def entries(top=b""):
             items = list(listing)
         for item in items:
             path = folder + b"/" + item.name if folder else item.name
-            if path == b".git":
+            if path in OUTSIDE_TREE:
                 continue
             yield path, item
             if item.is_dir(follow_symlinks=False):
@@ -652,7 +660,9 @@ def main():
     started = time.monotonic()
     cfg = Config(json.load(open(os.path.join(sys.argv[1], "prepare.json"))))
     cfg.io_dir = sys.argv[1]
-    copy_image_tree(cfg.base_dir, cfg.workdir)
+    if cfg.build_dir:
+        OUTSIDE_TREE.add(os.fsencode(cfg.build_dir))
+    copy_image_tree(cfg.base_dir, cfg.workdir, cfg.build_dir)
     os.chdir(cfg.workdir)
     cfg.root = os.fsencode(os.path.realpath(cfg.workdir))
     cfg.protected = [os.fsencode(p).rstrip(b"/") for p in cfg.protected_paths]
