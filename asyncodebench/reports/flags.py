@@ -43,6 +43,10 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
         found.append(Flag(f"{row['merge_conflicts']} merge conflict(s)", False, ""))
     if row.get("image_provenance") not in (None, "official"):
         found.append(Flag(f"image {row['image_provenance']}", False, ""))
+    final_build = (row.get("build") or {}).get("final")
+    if final_build and final_build["status"] != "built":
+        found.append(Flag(f"native build {final_build['status']} (exit {final_build['exit_code']})", True,
+                          f"the build's output ends: {final_build['output_tail'][-300:]}"))
     if row.get("audit_flags"):
         found.append(Flag(f"{len(row['audit_flags'])} audit flag(s)", False, "; ".join(row["audit_flags"])))
     return found + review_flags(row)

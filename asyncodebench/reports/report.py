@@ -110,6 +110,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "scope_violations": integration["scope_violations"] if integration else 0,
         "sad_proxy_candidates": result["sad_proxy"]["candidate_count"],
         "dependency_trace": result["dependency_trace"],
+        "build": result.get("build"),
     }
 
 
@@ -217,6 +218,25 @@ def review_sections(predictions: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def build_table(predictions: list[dict[str, Any]]) -> list[str]:
+    """The native builds (METRICS decision 13): per prediction, each state's build time in checkpoint order."""
+    built = [p for p in predictions if p.get("build")]
+    if not built:
+        return []
+    lines = ["", "## Native builds", "",
+             "Each evaluated state is built once before its tests run; a failed build scores 0 (`build_failed`).", "",
+             "| line | model | task | final build | states built | seconds per state (step: s) | total s |",
+             "|---|---|---|---|---|---|---|"]
+    for p in built:
+        build = p["build"]
+        final = build["final"]["status"] if build["final"] else "not run (patch)"
+        steps = ", ".join(f"{s['step']}: {s['seconds']:.1f}" + ("" if s["status"] == "built" else f" {s['status']}")
+                          for s in build["states"])
+        lines.append(f"| {p['line']} | {p['model_name_or_path']} | {p['task_id']} | {final} | {build['states_built']} "
+                     f"| {steps} | {build['seconds']:.1f} |")
+    return lines
+
+
 def code_span(text: str) -> str:
     """Markdown inline code that shows `text` as written: fenced with more backticks than any run inside it, so
     patch text can neither end the span nor be read as markup or HTML."""
@@ -304,6 +324,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{_flags(p)} |"
         )
     lines += review_sections(report["predictions"])
+    lines += build_table(report["predictions"])
     lines += trace_tables(report["predictions"], plot)
     if report["line_problems"]:
         lines += ["", "## Skipped lines", ""] + [

@@ -310,20 +310,25 @@ class BuildFacts:
 
     command: tuple[str, ...]
     final: JsonObject | None  # the final state's build record (`native.BuildRun.to_json`); None: nothing was built
-    states_built: int  # one per evaluated state whose patch reached the code: final, checkpoint, integrated
+    states: tuple[JsonObject, ...]  # every build in checkpoint order (final last): step, status, seconds
     seconds: float  # all of them
+
+    @property
+    def states_built(self) -> int:
+        """Builds run for this prediction: one per evaluated state whose patch reached the code."""
+        return len(self.states)
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `build` object."""
         return {"command": list(self.command), "final": self.final, "states_built": self.states_built,
-                "seconds": self.seconds}
+                "states": [dict(s) for s in self.states], "seconds": self.seconds}
 
     @classmethod
     def from_json(cls, value: JsonObject | None) -> BuildFacts | None:
         """Read back the `build` object (absent for a task without a native build)."""
         if value is None:
             return None
-        return cls(tuple(value["command"]), value["final"], value["states_built"], value["seconds"])
+        return cls(tuple(value["command"]), value["final"], tuple(value["states"]), value["seconds"])
 
 
 @dataclass(frozen=True)

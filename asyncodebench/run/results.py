@@ -172,9 +172,11 @@ def _build_facts(spec: TaskSpec, evidence: Evidence) -> BuildFacts | None:
     """The prediction's native builds: the final state's, and every state's count and time; None without a build."""
     if spec.build is None:
         return None
-    runs = [r for r in (evidence.build, *(s.build for s in evidence.states)) if r is not None]
+    builds = [*(s.build for s in evidence.states), evidence.build]  # checkpoint order: steps 1, 2, ...
+    states = tuple({"step": step, "status": run.status, "seconds": run.seconds}
+                   for step, run in enumerate(builds, start=1) if run is not None)
     final = evidence.build.to_json() if evidence.build is not None else None
-    return BuildFacts(spec.build.command, final, len(runs), round(sum(r.seconds for r in runs), 3))
+    return BuildFacts(spec.build.command, final, states, round(sum(s["seconds"] for s in states), 3))
 
 
 def _dependency_facts(records: list[dict[str, Any]], metrics: RunMetrics, probes_ran: bool) -> DependencyFacts:
