@@ -176,7 +176,8 @@ def _build_facts(spec: TaskSpec, evidence: Evidence) -> BuildFacts | None:
     states = tuple({"step": step, "status": run.status, "seconds": run.seconds}
                    for step, run in enumerate(builds, start=1) if run is not None)
     final = evidence.build.to_json() if evidence.build is not None else None
-    return BuildFacts(spec.build.command, final, states, round(sum(s["seconds"] for s in states), 3))
+    seconds = sum(run.seconds for run in builds if run is not None)
+    return BuildFacts(spec.build.command, final, states, round(seconds, 3))
 
 
 def _dependency_facts(records: list[dict[str, Any]], metrics: RunMetrics, probes_ran: bool) -> DependencyFacts:
