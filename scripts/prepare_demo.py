@@ -1,9 +1,10 @@
-"""Build the embedded demo task's image, push it to the local registry, and write its dataset folder.
+"""Build the embedded demo tasks' images, push them to the local registry, and write their dataset folder.
 
     python scripts/prepare_demo.py build/demo-dataset
 
-The demo rows are the release schemas' rows of `data/demo/task.yaml`, pinned to the digest of the image just
-built, so the evaluation runs the same code path as for the official images: `image@sha256:...` from a registry.
+The folder holds the release schemas' rows of both demo tasks, `data/demo/task.yaml` (minicache) and
+`data/demo-native/task.yaml` (vecstats, with native code), each pinned to the digest of the image just built for
+it, so the evaluation runs the same code path as for the official images: `image@sha256:...` from a registry.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pathlib import Path
 
 from asyncodebench.dataset.build import build_task_rows
 from asyncodebench.dataset.export import write_rows
-from asyncodebench.images.demo import DEMO_TASK_YAML, build
+from asyncodebench.dataset.sources import merge_rows
+from asyncodebench.dataset.validation import validate_rows
+from asyncodebench.images.demo import DEMO_TASKS, build
 from asyncodebench.images.registry import registry_port_from_env
 
 PROTOCOLS = Path(__file__).resolve().parent.parent / "data" / "protocols.yaml"
@@ -24,10 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path, help="folder to write the demo dataset into")
     args = parser.parse_args(argv)
-    image = build(registry_port_from_env())
-    rows = build_task_rows(DEMO_TASK_YAML, PROTOCOLS, digest=image.digest)
+    port = registry_port_from_env()
+    parts = []
+    for task in DEMO_TASKS.values():  # one after the other: image builds are heavy
+        image = build(port, task=task)
+        parts.append(build_task_rows(task.task_yaml, PROTOCOLS, digest=image.digest))
+        print(f"demo image {image.pinned_ref}", file=sys.stderr)
+    rows = merge_rows(parts)
+    validate_rows(rows)
     write_rows(rows, args.out_dir)
-    print(f"demo image {image.pinned_ref}", file=sys.stderr)
     print(args.out_dir)
     return 0
 

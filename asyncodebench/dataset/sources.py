@@ -56,6 +56,20 @@ class Rows:
         return {"tasks": self.tasks, "scenarios": self.scenarios, "dependencies": self.dependencies}
 
 
+def merge_rows(parts: list[Rows]) -> Rows:
+    """The rows of several task sets in one, in order: e.g. the two demo tasks, each pinned to its own digest.
+
+    Not validated: an id that two parts share is found by `validation.validate_rows` on the result.
+    """
+    merged = Rows()
+    for part in parts:
+        merged.tasks += part.tasks
+        merged.scenarios += part.scenarios
+        merged.dependencies += part.dependencies
+        merged.origin.update(part.origin)
+    return merged
+
+
 def read_yaml(path: Path) -> Any:
     """The YAML document in `path`.
 
