@@ -17,7 +17,15 @@ import pytest
 from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, PROTOCOLS_FILE, SCRIPTS, script_env
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset, RebuiltDemo, write_task_dataset
-from helpers.demo_run import FAST_FLAGS, SHARED_RUN_MEMORY, SHARED_RUN_PIDS, SHARED_RUN_WORKERS, EvalRun, run_evaluate
+from helpers.demo_run import (
+    FAST_FLAGS,
+    NATIVE_RUN_BUILD_SECONDS,
+    SHARED_RUN_MEMORY,
+    SHARED_RUN_PIDS,
+    SHARED_RUN_WORKERS,
+    EvalRun,
+    run_evaluate,
+)
 from helpers.load import CpuLoad, RunSampler
 from helpers.predictions import example_predictions, latin1_escaped_line, latin1_raw_line
 
@@ -104,6 +112,37 @@ def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun])
     run.extra.update(sampler=sampler, lines=lines,
                      containers_left=run_containers("shared-demo"), escape_file_exists=escape.exists())
     yield run
+
+
+@pytest.fixture(scope="session")
+def native_demo_dataset(services: None, tmp_path_factory: pytest.TempPathFactory) -> DemoDataset:
+    """The native demo task (vecstats) as scripts/prepare_demo.py makes it: image built and pushed, rows pinned."""
+    from asyncodebench.dataset.build import build_task_rows
+    from asyncodebench.dataset.export import write_rows
+    from asyncodebench.images.demo import NATIVE_DEMO, build
+    from asyncodebench.images.registry import registry_port_from_env
+
+    image = build(registry_port_from_env(), task=NATIVE_DEMO)
+    out = tmp_path_factory.mktemp("native-demo-dataset")
+    write_rows(build_task_rows(NATIVE_DEMO.task_yaml, PROTOCOLS_FILE, digest=image.digest), out)
+    return DemoDataset(out, image.pinned_ref, image.digest)
+
+
+@pytest.fixture(scope="session")
+def native_demo_run(native_demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun]) -> EvalRun:
+    """Every example prediction of the native demo (gold, empty, partial, no_compile, the hostile builds, multi-agent
+    and checkpoint replays), evaluated in ONE run; builds limited to NATIVE_RUN_BUILD_SECONDS and 256 MB."""
+    from asyncodebench.images.demo import NATIVE_DEMO
+
+    lines = [json.loads(line) for path in sorted((NATIVE_DEMO.folder / "predictions").glob("*.jsonl"))
+             for line in path.read_text().splitlines() if line.strip()]
+    slow_first = ("demo-native-build-runs-forever", "demo-native-build-fork-bomb")
+    lines.sort(key=lambda p: p["model_name_or_path"] not in slow_first)
+    flags = (*FAST_FLAGS, "--max-workers", "2", "--memory", SHARED_RUN_MEMORY, "--pids", str(SHARED_RUN_PIDS),
+             "--build-timeout", str(NATIVE_RUN_BUILD_SECONDS), "--build-space", "256m")
+    run = evaluate(lines, native_demo_dataset.path, *flags, run_id="native-demo")
+    run.extra.update(lines=lines, containers_left=run_containers("native-demo"))
+    return run
 
 
 @pytest.fixture(scope="session")

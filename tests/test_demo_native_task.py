@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.checkout import PROTOCOLS_FILE, ROOT
+from helpers.dataset_folders import DemoDataset
 
 from asyncodebench.dataset.build import build_task_rows
 from asyncodebench.harness.integration import INTEGRATED_PROTOCOLS
@@ -134,8 +135,8 @@ def test_predictions_are_valid_and_apply(base_repo: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def native_image(services: None) -> demo_image.BuiltImage:
-    # Built once for the module (the cold build makes a Debian rootfs with g++ and CMake: about a minute and a half).
+def native_image(native_demo_dataset: DemoDataset) -> demo_image.BuiltImage:
+    # The session's build (the cold one makes a Debian rootfs with g++ and CMake: about a minute and a half).
     return demo_image.build(registry_port_from_env(), task=NATIVE_DEMO)
 
 

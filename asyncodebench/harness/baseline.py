@@ -93,7 +93,8 @@ def measure(bench: Workbench) -> BaseStateRecord:
     spec = bench.spec
     with bench.built(b"") as built:
         if built is not None and not built.ready:
-            tail = built.run.output_tail[-2000:] if built.run else built.preparation.patch_log
+            prep = built.preparation
+            tail = built.run.output_tail[-2000:] if built.run else f"{prep.unusable_reason or ''} {prep.patch_log}"
             raise SandboxUnavailableError(f"the base state of {spec.task_id} does not build in {spec.pinned_ref}, "
                                           f"so the image cannot grade anything: {tail}")
         _, run = bench.evaluate(b"", built)

@@ -159,15 +159,17 @@ class Workbench:
         return Sandbox(self.client, self.spec.pinned_ref, self.run_id, self.settings.limits, self.spec.workdir,
                        self.base, self.spec.interpreter, build_tree)
 
-    def inputs(self, patch: bytes) -> dict[str, bytes]:
-        """The preparation's files for the state `patch` makes, the task's test targets among the protected paths."""
+    def inputs(self, patch: bytes, report_folder: bool = True) -> dict[str, bytes]:
+        """The preparation's files for the state `patch` makes, the task's test targets among the protected paths
+        (`report_folder`: whether a pytest report will be written; not for a build)."""
         spec = self.spec
         protected = (*spec.protected_paths, *spec.test_targets)
         return prepare_inputs(spec.workdir, spec.base_revision, spec.interpreter, protected, list(self.overlays),
-                              patch, build_dir=spec.build.build_dir if spec.build else None)
+                              patch, build_dir=spec.build.build_dir if spec.build else None,
+                              report_folder=report_folder)
 
     @contextmanager
-    def prepared(self, patch: bytes, build_tree: tuple[str, str, bool] | None = None
+    def prepared(self, patch: bytes, build_tree: tuple[str, str, bool] | None = None, for_build: bool = False
                  ) -> Iterator[tuple[Sandbox, Preparation]]:
         """A fresh container whose work tree holds this state; a patch naming unsafe paths is not applied.
 
@@ -179,7 +181,7 @@ class Workbench:
             folder = self.spec.build.build_dir
             unsafe += tuple(p for p in touched.paths if p == folder or p.startswith(f"{folder}/"))
         with self.sandbox(build_tree) as box:
-            box.write_files(self.inputs(b"" if unsafe else patch), IO_DIR)
+            box.write_files(self.inputs(b"" if unsafe else patch, report_folder=not for_build), IO_DIR)
             preparation = prepare(box, self.spec.interpreter, self.spec.task_id)
             if unsafe:
                 preparation = replace(preparation, patch_status="unsafe_paths", unsafe_paths=unsafe)
@@ -195,7 +197,7 @@ class Workbench:
         limit = self.settings.build_timeout or build.timeout_seconds
         with StateBuildTree(self.client, self.spec.pinned_ref, self.run_id, self.base, build.build_dir,
                             self.settings.limits.build_space) as tree:
-            with self.prepared(patch, (tree.volume, build.build_dir, False)) as (box, preparation):
+            with self.prepared(patch, (tree.volume, build.build_dir, False), for_build=True) as (box, preparation):
                 run = run_build(box, self.spec.interpreter, build.command, limit) if preparation.usable else None
             yield BuiltState(tree.volume, build.build_dir, preparation, run)
 

@@ -89,11 +89,13 @@ JUDGE_MARGIN_SECONDS = 15
 def prepare_inputs(workdir: str, base_revision: str, interpreter: str, protected: tuple[str, ...],
                    overlays: list[tuple[str, bytes]], patch: bytes,
                    judge_seconds: float = PREPARE_SECONDS - JUDGE_MARGIN_SECONDS,
-                   build_dir: str | None = None) -> dict[str, bytes]:
+                   build_dir: str | None = None, report_folder: bool = True) -> dict[str, bytes]:
     """Every file the preparation needs, by its path under IO_DIR, to be copied in as one archive.
 
     `judge_seconds`: from the preparation's start, how long until judging the patched tree is given up.
     `build_dir`: the task's native build tree (top-level folder), which the preparation neither copies nor walks.
+    `report_folder`: False for a build's container, where no report is read, so nothing outside the tree is the
+    sandbox user's to write but its private /tmp and HOME.
     """
     overlay_names = [f"overlays/{i:02d}.patch" for i in range(len(overlays))]
     config = {
@@ -101,7 +103,8 @@ def prepare_inputs(workdir: str, base_revision: str, interpreter: str, protected
         "patch": f"{IO_DIR}/patch.diff", "overlays": [f"{IO_DIR}/{n}" for n in overlay_names],
         "protected_paths": sorted(protected), "import_roots": ["", "src"], "shadow_names": list(SHADOWED_BY_DEFAULT),
         "sandbox_uid": SANDBOX_UID, "sandbox_gid": SANDBOX_GID, "git_global_config": GIT_CONFIG,
-        "out_dir": OUT_DIR, "home_dir": HOME_DIR, "record_path": PREPARE_RECORD, "stage_path": PREPARE_STAGE,
+        "out_dir": OUT_DIR if report_folder else None,
+        "home_dir": HOME_DIR, "record_path": PREPARE_RECORD, "stage_path": PREPARE_STAGE,
         "judge_deadline_seconds": judge_seconds, "build_dir": build_dir,
     }
     files = {"prepare.py": script_bytes("prepare.py"), "integrate.py": script_bytes("integrate.py"),

@@ -147,6 +147,16 @@ def copy_image_tree(source, workdir, build_dir=None):
         raise RuntimeError("could not copy the image's work tree: %s" % done.stdout.decode("utf-8", "replace"))
 
 
+def exclude_build_tree(cfg):
+    """Keep git away from the native build tree: `.git/info/exclude` (root's, outside the patch's reach) names it, so
+    no commit takes it in, whatever the tree's own ignore files say (`git clean` is told with -e)."""
+    info = os.path.join(cfg.workdir, ".git", "info")
+    if not os.path.isdir(info):
+        os.makedirs(info)
+    with open(os.path.join(info, "exclude"), "a") as handle:
+        handle.write("\n/%s/\n" % cfg.build_dir)
+
+
 def canonical_state(cfg):
     """Reset the work tree to the base revision and apply the overlays (committed, when there are any): the canonical
     state. Returns its commit's SHA."""
@@ -160,8 +170,8 @@ def canonical_state(cfg):
 
 
 def commit(cfg, message):
-    """Commit the work tree as it is, its build tree aside (no hooks, empty allowed)."""
-    git(cfg, "add", "-A", *(["--", ".", ":(exclude)" + cfg.build_dir] if cfg.build_dir else []))
+    """Commit the work tree as it is (no hooks, empty allowed); the build tree is excluded (`exclude_build_tree`)."""
+    git(cfg, "add", "-A")
     git(cfg, "commit", "-q", "--no-verify", "--allow-empty", "-m", message)
 
 
@@ -550,6 +560,8 @@ def judge(cfg, base, shadowed):
     commit(cfg, "asyncodebench evaluated state")
     give_to_sandbox(cfg)
     for folder in (cfg.out_dir, cfg.home_dir):
+        if folder is None:  # a build's container: no report folder for the sandbox user to write
+            continue
         os.makedirs(folder)
         os.chown(folder, cfg.sandbox_uid, cfg.sandbox_gid)
         os.chmod(folder, stat.S_IRWXU)
@@ -663,6 +675,8 @@ def main():
     if cfg.build_dir:
         OUTSIDE_TREE.add(os.fsencode(cfg.build_dir))
     copy_image_tree(cfg.base_dir, cfg.workdir, cfg.build_dir)
+    if cfg.build_dir:
+        exclude_build_tree(cfg)
     os.chdir(cfg.workdir)
     cfg.root = os.fsencode(os.path.realpath(cfg.workdir))
     cfg.protected = [os.fsencode(p).rstrip(b"/") for p in cfg.protected_paths]
