@@ -17,14 +17,17 @@ from typing import Any
 import pytest
 from helpers.demo_run import NATIVE_RUN_BUILD_SECONDS, EvalRun
 
+from asyncodebench.dataset.native_builds import native_builds
 from asyncodebench.dataset.rows import load_published
-from asyncodebench.harness.evaluation import Settings, evaluate_patch, new_run_id
+from asyncodebench.harness.build_tree import NoBuildTreeError
+from asyncodebench.harness.evaluation import Settings, Workbench, evaluate_patch, new_run_id
 from asyncodebench.harness.sandbox import LABEL_RUN, docker_client, remove_run_containers
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images.demo import NATIVE_DEMO
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.results import score
 from asyncodebench.run.runfolder import prediction_folders
+from asyncodebench.run.work import measure_baseline
 
 pytestmark = pytest.mark.docker
 
@@ -177,3 +180,18 @@ def test_the_reports_show_each_state_s_build_time(native_demo_run: EvalRun) -> N
 def test_the_demo_run_script_includes_the_native_task() -> None:
     script = (Path(__file__).resolve().parents[1] / "scripts" / "run_demo.sh").read_text()
     assert "data/demo-native/predictions" in script
+
+
+def test_an_image_without_a_build_tree_is_an_infrastructure_error_naming_it(demo_spec: TaskSpec) -> None:
+    """A TVM row's build step on an image whose work tree has no build tree (the minicache demo image stands in):
+    never graded without its build; the base state cannot be measured, so every prediction of the task is an
+    infrastructure error (baseline_unavailable) that says why."""
+    spec = replace(demo_spec, build=native_builds()["asyncodebench:apache-tvm-20073"])
+    client, run_id = docker_client(), new_run_id()
+    try:
+        with pytest.raises(NoBuildTreeError, match=r"has no build tree at /testbed/build: .*cmake --build build"):
+            Workbench.open(client, spec, run_id, Settings(), {})
+        why = measure_baseline(client, spec, run_id, Settings(), {})
+        assert isinstance(why, str) and "has no build tree at /testbed/build" in why
+    finally:
+        remove_run_containers(client, run_id)
