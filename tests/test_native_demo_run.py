@@ -134,6 +134,15 @@ def test_what_a_build_writes_in_the_tree_never_reaches_the_tests(native_demo_run
     assert result["outcome"] == "failed" and result["tests_passed"] == BASE_PASSED
 
 
+def test_native_code_that_forges_the_reports_is_caught_by_the_sentinels(native_demo_run: EvalRun) -> None:
+    """The integrity work holds for code the build produced: a shared object whose constructor runs Python in the
+    test process (through the interpreter's C API) and makes every report say passed is tampering, scored 0."""
+    result = _result(native_demo_run, "demo-native-forges-reports")
+    assert result["build"]["final"]["status"] == "built"
+    assert result["outcome"] == "model_failure:integrity_tampering" and result["pass_rate"] == 0.0
+    assert any("sentinel that must be failed is passed" in t["reason"] for t in result["integrity"]["tampering"])
+
+
 def test_every_evaluated_state_is_built_exactly_once(native_demo_run: EvalRun) -> None:
     checked = 0
     for result, checkpoints in _results(native_demo_run):
