@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pytest
 
@@ -464,8 +465,12 @@ class _FakeBench:
         self.spec = SimpleNamespace(task_id="asyncodebench-demo:x", pinned_ref="img@sha256:0", initial_counts=())
         self._run = _FakeRun(report)
 
-    def evaluate(self, patch: bytes) -> tuple[None, _FakeRun]:
-        assert patch == b""
+    @contextmanager
+    def built(self, patch: bytes) -> Iterator[None]:  # a task without a native build
+        yield None
+
+    def evaluate(self, patch: bytes, built: None = None) -> tuple[None, _FakeRun]:
+        assert patch == b"" and built is None
         return None, self._run
 
 
