@@ -88,3 +88,16 @@ def test_settings_json_is_unchanged(tmp_path: Path) -> None:
     recorded = read_settings(tmp_path)
     assert Settings.from_record(recorded) == settings
     assert differences(recorded, settings_record(Published(HUB), settings, mapped)) == []
+
+
+def test_a_resume_with_another_build_limit_is_refused_and_an_older_record_resumes() -> None:
+    recorded = settings_record(Published(HUB), Settings(20, 10, False, Limits("1g", 0.5, 256)), {})
+    again = settings_record(Published(HUB), Settings(20, 10, False, Limits("1g", 0.5, 256)), {})
+    assert differences(recorded, again) == []
+    longer = settings_record(Published(HUB), Settings(20, 10, False, Limits("1g", 0.5, 256), build_timeout=60), {})
+    assert differences(recorded, longer) == ["--build-timeout: was the task default, now 60"]
+    roomier = settings_record(Published(HUB), Settings(20, 10, False, Limits("1g", 0.5, 256, build_space="8g")), {})
+    assert differences(recorded, roomier) == ["limit build_space: was 4g, now 8g"]
+    older = {**recorded, "limits": {k: v for k, v in recorded["limits"].items() if k != "build_space"}}
+    del older["build_timeout_seconds"]
+    assert differences(older, again) == []  # a run folder made before native builds resumes

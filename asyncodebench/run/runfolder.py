@@ -137,6 +137,10 @@ def differences(recorded: dict[str, Any], current: dict[str, Any], include_evalu
     for key, value in recorded["limits"].items():
         if current["limits"].get(key) != value:
             found.append(f"limit {key}: was {value}, now {current['limits'].get(key)}")
+    # Absent from records made before native builds: the task's own default, as None means now.
+    if recorded.get("build_timeout_seconds") != current.get("build_timeout_seconds"):
+        found.append(f"--build-timeout: was {recorded.get('build_timeout_seconds') or 'the task default'}, "
+                     f"now {current.get('build_timeout_seconds') or 'the task default'}")
     return found
 
 
