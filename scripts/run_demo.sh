@@ -11,4 +11,4 @@ out="${ASYNCODEBENCH_DEMO_DIR:-build/demo}"
 .venv/bin/python scripts/prepare_demo.py "$out/dataset" >/dev/null
 cat data/demo/predictions/*.jsonl data/demo-native/predictions/*.jsonl > "$out/predictions.jsonl"
 .venv/bin/python scripts/evaluate.py "$out/predictions.jsonl" --dataset "$out/dataset" --run-id demo \
-    --output-dir "$out/runs" --timeout 60 --probe-timeout 10 --max-workers 2 "$@"
+    --output-dir "$out/runs" --timeout 60 --probe-timeout 10 --build-timeout 60 --max-workers 2 "$@"
