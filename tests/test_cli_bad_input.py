@@ -193,7 +193,8 @@ def test_rescore_checkpoints_accepts_a_byte_order_mark_and_refuses_binary_garbag
 
 BAD_LIMITS = [("--memory", "0"), ("--memory", "lots"), ("--memory", "1m"), ("--pids", "0"), ("--pids", "-1"),
               ("--pids", "many"), ("--cpus", "0"), ("--cpus", "-1"), ("--cpus", "nan"), ("--cpus", "100000"),
-              ("--timeout", "0"), ("--probe-timeout", "-5")]
+              ("--timeout", "0"), ("--probe-timeout", "-5"), ("--build-timeout", "0"), ("--build-space", "lots"),
+              ("--build-space", "1m")]
 
 
 # run_task.py shares the checks (asyncodebench/cli.py): a few values show it uses them.

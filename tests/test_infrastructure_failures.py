@@ -280,3 +280,38 @@ def test_a_daemon_failure_that_lasts_ends_as_an_infrastructure_error_naming_ever
     assert daemon.starts == TRIES
     assert retries_said(capsys, f"line 1 ({DEMO_TASK_ID})") == announced
     assert leftovers(job.label) == []
+
+
+@pytest.mark.docker
+def test_a_container_the_oom_killer_emptied_is_the_evaluated_code_s_doing_a_removed_one_the_daemon_s(
+        demo_dataset: DemoDataset) -> None:
+    """Files written to the work tree (a tmpfs counted in the container's memory) past the memory limit make the
+    kernel kill every process, init included: ending the processes then finds none, which is the evaluated code's
+    outcome, not a daemon failure that would make the prediction an infrastructure error. A container that is gone
+    for another reason still is one."""
+    from asyncodebench.harness.sandbox import (
+        Limits,
+        Sandbox,
+        SandboxUnavailableError,
+        base_volume,
+        docker_client,
+        remove_run_containers,
+    )
+
+    client, run_id = docker_client(), f"oom-{uuid.uuid4().hex[:8]}"
+    base = base_volume(client, demo_dataset.pinned_ref, run_id, "/testbed")
+    try:
+        with Sandbox(client, demo_dataset.pinned_ref, run_id, Limits(memory="64m", workspace="1g"), "/testbed", base,
+                     "python3") as box:
+            done = box.exec(["sh", "-c", "head -c 300m /dev/urandom > /testbed/fill"], 60)
+            assert done.exit_code != 0
+            box.end_processes()  # no process left to end: returns
+            assert box.stopped_by_oom_killer()
+        with Sandbox(client, demo_dataset.pinned_ref, run_id, Limits(memory="256m"), "/testbed", base,
+                     "python3") as box:
+            box.container.stop(timeout=0)
+            assert not box.stopped_by_oom_killer()
+            with pytest.raises(SandboxUnavailableError):
+                box.end_processes()
+    finally:
+        remove_run_containers(client, run_id)

@@ -81,19 +81,15 @@ class StateBuildTree:
         self.client.volumes.create(self.upper_name, driver="local", labels=labels, driver_opts={
             "type": "tmpfs", "device": "tmpfs", "o": f"size={self.size},mode=0755"})
         # The holder keeps the tmpfs mounted (a tmpfs volume lives only while mounted) and makes the overlay's folders.
-        script = (f"mkdir -p {UPPER_MOUNT}/upper {UPPER_MOUNT}/work && "
-                  f"chown {SANDBOX_UID}:{SANDBOX_GID} {UPPER_MOUNT}/upper && exec sleep infinity")
         self.holder = self.client.containers.run(
-            self.image_ref, ["sh", "-c", script], detach=True, network_mode="none", entrypoint=[], user="0",
+            self.image_ref, ["sleep", "infinity"], detach=True, network_mode="none", entrypoint=[], user="0",
             read_only=True, mem_limit="64m", pids_limit=16, labels=run_labels(self.run_id),
             name=f"{self.volume}-holder", volumes={self.upper_name: {"bind": UPPER_MOUNT, "mode": "rw"}})
-        upper = f"{_mountpoint(self.client, self.upper_name)}"
-        for _ in range(600):  # the folders exist within a moment of the holder's start
-            done = self.holder.exec_run(["test", "-d", f"{UPPER_MOUNT}/work"], user="0")
-            if done.exit_code == 0:
-                break
-        else:
-            raise SandboxUnavailableError("the build tree's holder did not make its folders")
+        made = self.holder.exec_run(["sh", "-c", f"mkdir {UPPER_MOUNT}/upper {UPPER_MOUNT}/work && "
+                                                 f"chown {SANDBOX_UID}:{SANDBOX_GID} {UPPER_MOUNT}/upper"], user="0")
+        if made.exit_code != 0:
+            raise SandboxUnavailableError(f"the build tree's holder could not make its folders: {made.output!r}")
+        upper = _mountpoint(self.client, self.upper_name)
         self.client.volumes.create(self.volume, driver="local", labels=labels, driver_opts={
             "type": "overlay", "device": "overlay",
             "o": f"lowerdir={self.lower},upperdir={upper}/upper,workdir={upper}/work"})

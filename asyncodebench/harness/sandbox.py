@@ -273,15 +273,30 @@ class Sandbox:
 
         The container's init (`INIT_SCRIPT`) kills every other process at once and says when none is left; only
         if it does not within ENDED_WAIT_SECONDS is the container frozen (cgroup freezer, which a loaded host can
-        refuse: then a daemon failure).
+        refuse: then a daemon failure). A container the kernel's OOM killer emptied, init included, has no process
+        left: that is the evaluated code's doing (its files in the memory-counted tmpfs filled the container's
+        memory), never a daemon failure.
         """
-        self._daemon_call(lambda: self.container.kill(signal="SIGUSR1"), "signal the container's init")
-        deadline = time.monotonic() + ENDED_WAIT_SECONDS
-        while time.monotonic() < deadline:
-            if self.read_file(ENDED_MARKER, 100) is not None:
-                return
-            time.sleep(0.02)
-        self._daemon_call(self.container.pause, "freeze the container")
+        try:
+            self._daemon_call(lambda: self.container.kill(signal="SIGUSR1"), "signal the container's init")
+            deadline = time.monotonic() + ENDED_WAIT_SECONDS
+            while time.monotonic() < deadline:
+                if self.read_file(ENDED_MARKER, 100) is not None:
+                    return
+                time.sleep(0.02)
+            self._daemon_call(self.container.pause, "freeze the container")
+        except SandboxUnavailableError:
+            if not self.stopped_by_oom_killer():
+                raise
+
+    def stopped_by_oom_killer(self) -> bool:
+        """Whether the container has stopped because the kernel's OOM killer ended its processes."""
+        try:
+            self.container.reload()
+        except Exception:  # the daemon does not answer: nothing is known
+            return False
+        state = self.container.attrs.get("State") or {}
+        return not state.get("Running", True) and bool(state.get("OOMKilled"))
 
     def write_files(self, files: dict[str, bytes], directory: str, mode: int = 0o644) -> None:
         """Copy files (name -> bytes) into `directory` inside the container, owned by root."""
