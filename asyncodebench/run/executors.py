@@ -83,10 +83,15 @@ class LocalExecutor:
         return None
 
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, BaseStateRecord | str]:
-        """See `Executor.measure_baselines`: the tasks whose image matches its pin, one after another."""
-        return {task_id: self._measure_baseline(task_id, task_overlays)
-                for task_id, task_overlays in sorted(overlays.items())
-                if self.state.images[task_id].state == MATCH}
+        """See `Executor.measure_baselines`: the tasks whose image matches its pin, one after another (in this
+        thread, so Ctrl-C or SIGTERM may land in the middle of making a container: then the run's are removed)."""
+        try:
+            return {task_id: self._measure_baseline(task_id, task_overlays)
+                    for task_id, task_overlays in sorted(overlays.items())
+                    if self.state.images[task_id].state == MATCH}
+        except KeyboardInterrupt:
+            self._stop()
+            raise
 
     def _measure_baseline(self, task_id: str, overlays: dict[str, bytes]) -> BaseStateRecord | str:
         record, failures = with_tries(
@@ -107,11 +112,15 @@ class LocalExecutor:
                     if outcome is not None:
                         record(futures[future], outcome)
             except KeyboardInterrupt:
-                stopping.set()
                 for future in futures:
                     future.cancel()
-                remove_run_containers(self.client, self.config.label)  # running evaluations fail fast, record nothing
+                self._stop()  # running evaluations fail fast, record nothing
                 raise
+
+    def _stop(self) -> None:
+        """On Ctrl-C or SIGTERM: record nothing more, and remove the run's containers."""
+        self.state.stopping.set()
+        remove_run_containers(self.client, self.config.label)
 
     def close(self) -> None:
         """See `Executor.close`: remove any container or volume of the run left behind."""
