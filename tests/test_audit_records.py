@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from asyncodebench.dataset.validation import validator
+from asyncodebench.images.claims import claim_set, load_record_file, markdown_table
 
 TASKS = Path(__file__).resolve().parent.parent / "data" / "tasks"
 NAMES = sorted(p.name[:-len(".audit.yaml")] for p in TASKS.glob("*.audit.yaml"))
@@ -45,3 +46,38 @@ def test_an_audit_record_is_complete(name: str) -> None:
                for c in record["claims"] if c["verdict"] == "unverifiable")
     if "probe_discrimination" in record:
         assert set(record["probe_discrimination"]["points"]) == dependency_ids
+
+
+TVM = {n for n in NAMES if n.startswith("apache-tvm-")}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_claim_runs_or_says_why(name: str) -> None:
+    """Each claim of a task whose image runs here has checks or a reason it cannot run; TVM's say they were read."""
+    record = yaml.safe_load((TASKS / f"{name}.audit.yaml").read_text())
+    if name in TVM:
+        assert "image" in record["checks_by_reading"] and not claim_set(record).checks
+        return
+    assert "checks_by_reading" not in record
+    silent = [c["id"] for c in record["claims"] if not c.get("checks") and not c.get("not_executable")]
+    assert not silent, f"claims with neither checks nor a not_executable reason: {silent}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_recorded_check_run_covers_the_checks_as_they_are(name: str) -> None:
+    """data/claim_checks.json holds a run of exactly these checks (digest), in which every check passed."""
+    record = yaml.safe_load((TASKS / f"{name}.audit.yaml").read_text())
+    claims = claim_set(record)
+    entry = load_record_file()[record["task_id"]]
+    assert entry["digest"] == claims.digest, "checks changed since the recorded run: rerun scripts/check_claims.py"
+    assert entry["claims"] == claims.claims and entry["checks"] == len(claims.checks)
+    if name in TVM:
+        assert entry["checked_by_reading"] == record["checks_by_reading"]
+        return
+    assert entry["failing_claims"] == [] and entry["passing_claims"] == len(claims.executable)
+    assert entry["checks_passed"] == len(claims.checks) and entry["image"]
+
+
+def test_the_readme_gives_the_recorded_check_summary() -> None:
+    readme = (TASKS.parent.parent / "README.md").read_text()
+    assert markdown_table(load_record_file()) in readme

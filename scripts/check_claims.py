@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+r"""Run the executable claim checks of tasks' audit records in their images, and record the outcome.
+
+    python scripts/check_claims.py asyncodebench:wcwidth [more task ids | --all] --images build/rebuilt-images.json \
+        [--repo-pattern '/srv/mirrors/{name}.git'] [--overlays-dir CHECKOUT] [--record]
+
+Each claim of data/tasks/<name>.audit.yaml has `checks` (programs with the output they must print, each at the
+`reference` state, the base's parent restricted to the task's writable paths, or at `base`, overlays applied) or a
+`not_executable` reason. The checks of each state run in one prepared container of the task's image, as the sandbox
+user with no network, each in a process of its own. Prints a table (claims, executable, passing, not executable) and
+every failing check with what it printed; writes <out>/<name>.json. With --record, data/claim_checks.json takes each
+task's counts, the checks' digest and the image (the README's table is made from it).
+
+Exit codes: 0 every check passed; 1 a check failed; 2 bad arguments; 3 infrastructure (dataset, daemon, image,
+repository or overlays unavailable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import signal
+import sys
+from pathlib import Path
+
+import yaml
+
+from asyncodebench import cli
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
+from asyncodebench.harness.evaluation import Workbench, new_run_id
+from asyncodebench.harness.overlays import OverlayError, OverlaySource
+from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers, remove_run_volumes
+from asyncodebench.images import claims, validation
+from asyncodebench.images.task_build import BuildError
+from asyncodebench.images.toolkit import cache_dir
+
+AUDIT_DIR = Path(__file__).resolve().parent.parent / "data" / "tasks"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task_ids", nargs="*", help="tasks to check (or --all)")
+    parser.add_argument("--all", action="store_true", help="every task whose audit record has checks")
+    parser.add_argument("--images", type=Path, default=None, metavar="MAP", help="image map naming the images")
+    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id, or a local published folder")
+    parser.add_argument("--revision", default=DEFAULT_REVISION, help="Hub revision (tag, branch or commit)")
+    parser.add_argument("--audit-dir", type=Path, default=AUDIT_DIR, help="folder of <name>.audit.yaml")
+    parser.add_argument("--repo-pattern", default=None,
+                        help="where each task's repository is, {name} = task name (default: the row's repository_url)")
+    parser.add_argument("--reference-revision", default=None,
+                        help="the commit holding the complete code (default: the base revision's parent)")
+    parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout holding the overlay patches")
+    parser.add_argument("--overlays-url", default=None, help="base URL to fetch the overlay patches from")
+    parser.add_argument("--claims", nargs="*", default=None, metavar="ID", help="run only these claims' checks")
+    parser.add_argument("--record", nargs="?", const=claims.RECORD_FILE, default=None, type=Path, metavar="FILE",
+                        help="update the record file (default data/claim_checks.json) with each task's run")
+    parser.add_argument("--out", type=Path, default=Path("build/claims"), help="folder for <name>.json")
+    cli.add_limit_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.all == bool(args.task_ids):
+        parser.error("give task ids or --all (not both)")
+    if args.record and args.claims is not None:
+        parser.error("--record needs every check of the task to run (drop --claims)")
+    return args
+
+
+def audit_record(folder: Path, task_id: str) -> dict:
+    path = folder / f"{task_id.split(':', 1)[1]}.audit.yaml"
+    if not path.exists():
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, f"no audit record for {task_id} at {path}")
+    return yaml.safe_load(path.read_text())
+
+
+def check_task(task_id: str, args: argparse.Namespace) -> tuple[claims.ClaimSet, list[claims.CheckResult], str]:
+    """Run one task's checks; returns its claims, the results and the image they ran in."""
+    claim_set = claims.claim_set(audit_record(args.audit_dir, task_id))
+    checks = claim_set.checks
+    if args.claims is not None:
+        checks = tuple(c for c in checks if c.claim_id in set(args.claims))
+    row, spec = cli.task(args.dataset, args.revision, task_id, args.images)
+    if not checks:
+        return claim_set, [], spec.pinned_ref
+    try:
+        overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays) \
+            if spec.overlays else {}
+    except OverlayError as exc:
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+    name = task_id.split(":", 1)[1]
+    repo = args.repo_pattern.format(name=name) if args.repo_pattern else row["repository_url"]
+    paths = tuple(dict.fromkeys([*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
+    patches = {"base": b""}
+    if any(c.at == "reference" for c in checks):
+        try:
+            patches["reference"] = validation.reference_patch(repo, cache_dir(), spec.base_revision,
+                                                              args.reference_revision, paths, overlays)[1]
+        except BuildError as exc:
+            raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+    run_id = f"claims-{new_run_id()}"
+    client = cli.client_for_image(spec)
+    try:
+        bench = Workbench.open(client, spec, run_id, cli.settings(args, run_probes=False), overlays)
+        results = claims.run_checks(bench, checks, patches,
+                                    progress=lambda m: print(f"{task_id}: {m}", file=sys.stderr, flush=True))
+    except SandboxUnavailableError as exc:
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+    finally:
+        remove_run_containers(client, run_id)
+        remove_run_volumes(client, run_id)
+    return claim_set, results, spec.pinned_ref
+
+
+def failure_text(result: claims.CheckResult) -> str:
+    check = result.check
+    return (f"- {check.key} at {check.at}: {result.outcome} (exit {result.exit_code})\n"
+            f"  expected: {check.expect.strip()!r}\n  printed:  {result.stdout.strip()[-500:]!r}\n"
+            + (f"  stderr:   {result.stderr.strip()[-800:]}\n" if result.stderr.strip() else ""))
+
+
+def task_ids(args: argparse.Namespace) -> list[str]:
+    if not args.all:
+        return list(args.task_ids)
+    found = []
+    for path in sorted(args.audit_dir.glob("*.audit.yaml")):
+        record = yaml.safe_load(path.read_text())
+        if claims.claim_set(record).checks:
+            found.append(record["task_id"])
+    return found
+
+
+@cli.entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(cli.EXIT_TERMINATED))
+    entries = claims.load_record_file(args.record) if args.record else {}
+    ran: dict[str, dict] = {}
+    failures: list[str] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    for task_id in task_ids(args):
+        claim_set, results, image = check_task(task_id, args)
+        today = datetime.date.today().isoformat()
+        ran[task_id] = claims.summary(claim_set, results, image, today)
+        failures += [f"{task_id} {failure_text(r)}" for r in results if r.outcome != "passed"]
+        (args.out / f"{task_id.split(':', 1)[1]}.json").write_text(json.dumps(
+            {"task_id": task_id, "image": image, "summary": ran[task_id],
+             "results": [{"claim": r.check.claim_id, "key": r.check.key, "at": r.check.at, "outcome": r.outcome,
+                          "exit_code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr} for r in results]},
+            indent=2) + "\n")
+    if args.record:
+        claims.save_record_file({**entries, **ran}, args.record)
+    print(claims.markdown_table(ran))
+    if failures:
+        print("Failing checks:\n" + "".join(failures))
+    return cli.EXIT_PROBLEMS_FOUND if failures else cli.EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
