@@ -10,6 +10,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from asyncodebench.dataset.targets import target_files, target_options
+
 FINAL_TIMEOUT_SECONDS = 900
 
 
@@ -43,15 +45,20 @@ def _editing_rules(task: dict[str, Any]) -> str:
 
 
 def _tests_section(task: dict[str, Any]) -> str:
-    return "\n".join([
+    targets = task.get("test_targets") or []
+    lines = [
         "## Tests",
         "",
         "The existing tests are the evaluation. Do not edit, add or delete tests, `conftest.py` files or pytest",
-        "configuration: before grading, the harness restores these test targets from the base revision and removes",
-        "new `conftest.py`, pytest configuration, `sitecustomize` and `.pth` files.",
+        "configuration: before grading, the harness restores these test files and folders from the base revision and",
+        "removes new `conftest.py`, pytest configuration, `sitecustomize` and `.pth` files.",
         "",
-        _bullets(task.get("test_targets") or []),
-    ])
+        _bullets(list(target_files(targets))),
+    ]
+    if target_options(targets):
+        lines += ["", "The task's target list also holds these pytest settings, which are not files; the evaluator",
+                  "command below passes them to pytest:", "", _bullets(list(target_options(targets)))]
+    return "\n".join(lines)
 
 
 def _evaluator_section(task: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ import jsonschema
 from asyncodebench.dataset.problems import Problem, SourceError
 from asyncodebench.dataset.protocols import MULTI_AGENT_PROTOCOLS, PROTOCOLS
 from asyncodebench.dataset.sources import Rows
+from asyncodebench.dataset.targets import target_files
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 ROW_SCHEMAS = {"tasks": "task", "scenarios": "scenario", "dependencies": "dependency"}
@@ -132,7 +133,7 @@ def _dependency_problems(dep: dict[str, Any], task: dict[str, Any] | None, origi
 
 def in_test_targets(path: str, targets: list[str]) -> bool:
     """Whether a test file lies in one of the targets (a target is a file or a folder)."""
-    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets)
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in target_files(targets))
 
 
 def _ownership_problems(task: dict[str, Any], origin: str) -> list[Problem]:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
+from asyncodebench.dataset.targets import target_files
 from asyncodebench.harness.build_tree import StateBuildTree, check_base_build_tree
 from asyncodebench.harness.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
 from asyncodebench.harness.native import BuildRun, run_build
@@ -319,7 +320,7 @@ def integration_states(integration: Integration) -> tuple[State, ...]:
 
 def first_path(targets: tuple[str, ...]) -> str:
     """The first target that names a path of the tree (test targets may hold options such as `--deselect=...`)."""
-    return next((t for t in targets if not t.startswith("-") and "=" not in t.split("::")[0]), "")
+    return next(iter(target_files(targets)), "")
 
 
 def evaluator_args(spec: TaskSpec) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asyncodebench.dataset.native_builds import NativeBuild, native_build
+from asyncodebench.dataset.targets import target_files
 from asyncodebench.scoring.checkpoints import probe_selectors
 from asyncodebench.scoring.dependency import DependencyPoint
 
@@ -62,7 +63,7 @@ class TaskSpec:
             task_id=task["task_id"], repo=task["repo"], base_revision=task["base_revision"],
             image=task["container_image"], pinned_ref=task["container_pinned_ref"],
             workdir=DEFAULT_WORKDIR, interpreter=interpreter, pytest_options=options,
-            test_targets=targets, protected_paths=tuple(task["test_targets"]),
+            test_targets=targets, protected_paths=target_files(task["test_targets"]),
             overlays=tuple((o["path"], o["sha256"]) for o in task["overlays"]),
             expected_total=expected_total(task["expected_test_counts"]),
             initial_counts=tuple({k: s[k] for k in COUNT_KEYS} for s in task["expected_test_counts"]

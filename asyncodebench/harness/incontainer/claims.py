@@ -15,6 +15,7 @@ OUTPUT_TAIL_CHARS = 2000
 
 
 def main():
+    """Run every check of the configuration; write the results as a JSON list."""
     with open(sys.argv[1]) as handle:
         cfg = json.load(handle)
     os.setgroups([])
