@@ -1,0 +1,105 @@
+"""The claim-check runner and the probe attribution, run for real on the demo image rebuilt from its recipe.
+
+Checks run in the task's container as the sandbox user with no network, at the reference state (the complete code)
+or at base; a check that prints something else, or crashes, fails and is shown; the record file takes what ran.
+The attribution traces each probe group and credits the executed lines to the agents owning the files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers.checkout import script_env
+from helpers.dataset_folders import DemoDataset, RebuiltDemo
+
+from asyncodebench.images import attribution, claims
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+TASK = "asyncodebench-demo:minicache"
+
+CLAIMS = [
+    {"id": "S1", "where": "statement", "claim": "make_key ignores keyword order", "verdict": "verified",
+     "evidence": "minicache/core.py@reference",
+     "checks": [{"at": "reference", "code": "from minicache.core import make_key\n"
+                                            "print(make_key((1,), {'a': 1, 'b': 2})"
+                                            " == make_key((1,), {'b': 2, 'a': 1}))",
+                 "expect": "True"}]},
+    {"id": "S2", "where": "statement", "claim": "make_key is a stub at base", "verdict": "verified",
+     "evidence": "minicache/core.py@base",
+     "checks": [{"at": "base", "code": "from minicache.core import make_key\ntry:\n    make_key((), {})\n"
+                                       "except NotImplementedError as e:\n    print(type(e).__name__)",
+                 "expect": "NotImplementedError"}]},
+    {"id": "S3", "where": "statement", "claim": "a wrong claim: typed keys are equal", "verdict": "verified",
+     "evidence": "minicache/core.py@reference",
+     "checks": [{"at": "reference", "code": "from minicache.core import make_key\n"
+                                            "print(make_key((1,), {}, True) == make_key((1.0,), {}, True))",
+                 "expect": "True"}]},
+    {"id": "S4", "where": "statement", "claim": "a check that crashes", "verdict": "verified", "evidence": "x",
+     "checks": [{"at": "reference", "code": "import minicache.nothing_here", "expect": ""}]},
+    {"id": "S5", "where": "statement", "claim": "checks run unprivileged, without network", "verdict": "verified",
+     "evidence": "x",
+     "checks": [{"at": "base", "code": "import os, socket\nprint(os.getuid() != 0)\ntry:\n"
+                                       "    socket.create_connection(('1.1.1.1', 53), timeout=3)\n    print('online')\n"
+                                       "except OSError:\n    print('offline')",
+                 "expect": "True\noffline"}]},
+    {"id": "S6", "where": "statement", "claim": "core_agent owns core.py", "verdict": "verified", "evidence": "x",
+     "not_executable": "ownership: a fact of the task's assignment, not behaviour"},
+]
+
+
+@pytest.fixture(scope="module")
+def audit_dir(tmp_path_factory: pytest.TempPathFactory, rebuilt_demo: RebuiltDemo) -> Path:
+    folder = tmp_path_factory.mktemp("audit")
+    record = {"task_id": TASK, "claims": CLAIMS}
+    (folder / "minicache.audit.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
+    return folder
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True,
+                          env=script_env(), timeout=900)
+
+
+def test_claim_checks_run_in_the_sandbox_and_failures_show(audit_dir: Path, rebuilt_demo: RebuiltDemo,
+                                                           demo_dataset: DemoDataset, tmp_path: Path) -> None:
+    record_file = tmp_path / "claim_checks.json"
+    common = [TASK, "--images", str(rebuilt_demo.map_path), "--dataset", str(demo_dataset.path), "--repo-pattern",
+              str(rebuilt_demo.repo), "--reference-revision", rebuilt_demo.reference, "--audit-dir", str(audit_dir),
+              "--out", str(tmp_path / "out")]
+    done = run_script("check_claims.py", *common, "--record", str(record_file))
+    assert done.returncode == 1, done.stderr
+    assert "S3#0 at reference: failed (exit 0)" in done.stdout and "printed:  'False'" in done.stdout
+    assert "S4#0 at reference: failed (exit 1)" in done.stdout and "ModuleNotFoundError" in done.stdout
+    assert "S1#0" not in done.stdout and "S2#0" not in done.stdout and "S5#0" not in done.stdout
+    entry = claims.load_record_file(record_file)[TASK]
+    assert entry["failing_claims"] == ["S3", "S4"] and entry["passing_claims"] == 3
+    assert entry["claims"] == 6 and entry["executable"] == 5 and entry["not_executable"] == 1
+    assert entry["image"] == rebuilt_demo.pinned_ref
+    digest = claims.claim_set(yaml.safe_load((audit_dir / "minicache.audit.yaml").read_text())).digest
+    assert entry["digest"] == digest
+    assert "| minicache | 6 | 5 | 3 | 1 | 0 |" in done.stdout
+    passing = run_script("check_claims.py", *common, "--claims", "S1", "S2", "S5")
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+
+
+def test_the_attribution_credits_each_probe_group_to_the_files_it_runs(rebuilt_demo: RebuiltDemo,
+                                                                         demo_dataset: DemoDataset,
+                                                                         tmp_path: Path) -> None:
+    done = run_script("attribute_probes.py", TASK, "--images", str(rebuilt_demo.map_path), "--dataset",
+                      str(demo_dataset.path), "--repo-pattern", str(rebuilt_demo.repo), "--reference-revision",
+                      rebuilt_demo.reference, "--out", str(tmp_path), "--record", str(tmp_path / "record.json"))
+    assert done.returncode in (0, 1), done.stderr
+    points = json.loads((tmp_path / "attribution.json").read_text())
+    assert points == attribution.load_record_file(tmp_path / "record.json")
+    key = points["minicache.core_to_api.call_key_contract"]
+    up, down = key["groups"]["upstream"], key["groups"]["downstream"]
+    # The upstream probes call core.make_key only; the downstream ones go through api.memoize into core.
+    assert up["traced"] and up["lines_by_agent"]["core_agent"] > 0 and up["lines_by_agent"]["api_agent"] == 0
+    assert set(up["files"]) == {"minicache/core.py"} and key["verdict"] == "measures_producer"
+    assert down["lines_by_agent"]["api_agent"] > 0 and "minicache/api.py" in down["files"]
+    assert attribution.markdown_table(points) in done.stdout
