@@ -91,7 +91,7 @@ def attribute_point(dependency: dict[str, Any], traces: dict[str, dict[str, list
                     agents: tuple[Owner, ...]) -> dict[str, Any]:
     """One point's record: per group the executed lines by agent and file, and the upstream group's verdict."""
     producer = dependency["producer_agent"]
-    groups = {}
+    groups: dict[str, dict[str, Any]] = {}
     for group, lines in traces.items():
         if lines is None:
             groups[group] = {"traced": False}
