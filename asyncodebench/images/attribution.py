@@ -76,7 +76,10 @@ def credit(lines: dict[str, list[int]], agents: tuple[Owner, ...]) -> dict[str, 
 
 
 def verdict(producer: str, producer_files: list[str], lines: dict[str, list[int]], agents: tuple[Owner, ...]) -> str:
-    """`measures_producer`, `executes_no_producer_file` or `mostly_<agent>` for one group's trace."""
+    """`measures_producer`, `executes_no_producer_file` or `mostly_<agent>` for one group's trace;
+    `producer_owns_no_files` when the producer is the integrator (its side is the merge, not a file)."""
+    if not producer_files:
+        return "producer_owns_no_files"
     if not any(f in lines for f in producer_files):
         return "executes_no_producer_file"
     by_agent = credit(lines, agents)
@@ -135,7 +138,7 @@ def save_record_file(points: dict[str, Any], path: Path = RECORD_FILE) -> None:
 def flagged(points: dict[str, Any]) -> dict[str, str]:
     """Points whose upstream probes do not measure their producer: dependency id -> verdict."""
     return {d: p["verdict"] for d, p in points.items()
-            if p["verdict"] not in ("measures_producer", "not_traced", "not_run")}
+            if p["verdict"] not in ("measures_producer", "producer_owns_no_files", "not_traced")}
 
 
 def markdown_table(points: dict[str, Any]) -> str:
