@@ -81,3 +81,31 @@ def test_the_recorded_check_run_covers_the_checks_as_they_are(name: str) -> None
 def test_the_readme_gives_the_recorded_check_summary() -> None:
     readme = (TASKS.parent.parent / "README.md").read_text()
     assert markdown_table(load_record_file()) in readme
+
+
+def test_every_point_of_the_commit0_tasks_is_attributed_and_the_page_shows_it() -> None:
+    from asyncodebench.dataset.rows import load_published
+    from asyncodebench.images import attribution
+
+    rows = load_published(str(TASKS.parent.parent)).rows
+    points = attribution.load_record_file()
+    commit0 = {d["dependency_id"] for d in rows.dependencies if not d["task_id"].startswith("asyncodebench:apache-tvm")}
+    assert len(rows.dependencies) == 52 and set(points) == commit0
+    assert all(p["groups"]["upstream"]["traced"] for p in points.values())
+    page = (TASKS.parent.parent / "docs" / "probe_attribution.md").read_text()
+    assert attribution.markdown_table(points, rows.dependencies) in page
+
+
+def test_a_flagged_point_says_so_in_its_audit_note_and_in_the_card() -> None:
+    from asyncodebench.dataset.rows import load_published
+    from asyncodebench.images import attribution
+
+    rows = load_published(str(TASKS.parent.parent)).rows
+    points = attribution.load_record_file()
+    notes = {d["dependency_id"]: d["audit_note"] or "" for d in rows.dependencies}
+    limitations = (TASKS.parent.parent / "README.md").read_text().split("## Bias, risks and limitations", 1)[1]
+    flagged = attribution.flagged(points)
+    assert flagged  # the measurement found some; an empty list would mean the check never ran
+    for dep_id in flagged:
+        assert attribution.note(points[dep_id]) in notes[dep_id]
+        assert f"`{dep_id}`" in limitations.split("### Recommendations", 1)[0]

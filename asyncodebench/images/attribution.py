@@ -141,11 +141,15 @@ def flagged(points: dict[str, Any]) -> dict[str, str]:
             if p["verdict"] not in ("measures_producer", "producer_owns_no_files", "not_traced")}
 
 
-def markdown_table(points: dict[str, Any]) -> str:
-    """Per point: producer, upstream probes' executed lines (producer / other agents), verdict."""
-    lines = ["| dependency point | producer | upstream probes: producer lines / other agents' lines | verdict |",
-             "|---|---|---|---|"]
-    for dep_id, p in sorted(points.items()):
+def markdown_table(points: dict[str, Any], dependencies: list[dict[str, Any]] | None = None) -> str:
+    """Per point: task, producer, upstream probes' executed lines (producer / other agents), verdict. Points of
+    `dependencies` (rows) missing from `points` are listed as not traced."""
+    lines = ["| task | dependency point | producer | upstream probes: producer lines / other agents' lines | verdict |",
+             "|---|---|---|---|---|"]
+    missing = {d["dependency_id"]: {"task_id": d["task_id"], "producer_agent": d["producer_agent"], "groups": {},
+                                    "verdict": "not_traced", "reason": "no image of the task here"}
+               for d in dependencies or () if d["dependency_id"] not in points}
+    for dep_id, p in sorted({**points, **missing}.items(), key=lambda kv: (kv[1]["task_id"], kv[0])):
         up = p["groups"].get("upstream", {})
         if not up.get("traced"):
             cell = p.get("reason", "not traced")
@@ -153,5 +157,17 @@ def markdown_table(points: dict[str, Any]) -> str:
             mine = up["lines_by_agent"].get(p["producer_agent"], 0)
             other = {a: n for a, n in up["lines_by_agent"].items() if a != p["producer_agent"] and n}
             cell = f"{mine} / " + (", ".join(f"{a} {n}" for a, n in sorted(other.items())) or "0")
-        lines.append(f"| `{dep_id}` | {p['producer_agent']} | {cell} | {p['verdict'].replace('_', ' ')} |")
+        task = p["task_id"].split(":", 1)[1]
+        lines.append(f"| {task} | `{dep_id}` | {p['producer_agent']} | {cell} | {p['verdict'].replace('_', ' ')} |")
     return "\n".join(lines) + "\n"
+
+
+def note(point: dict[str, Any]) -> str:
+    """The sentence a flagged point's `audit_note` carries."""
+    up = point["groups"]["upstream"]["lines_by_agent"]
+    producer = point["producer_agent"]
+    ranked = sorted(up.items(), key=lambda kv: -kv[1])
+    others = ", ".join(f"{n} of {a}'s files" for a, n in ranked if a != producer and n)
+    return (f"Probe attribution (scripts/attribute_probes.py, reference state): the upstream probes execute "
+            f"{up.get(producer, 0)} lines of the producer's files and {others}, so this point's DRS and CAIL "
+            f"also reflect the other agents' code.")
