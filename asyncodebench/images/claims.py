@@ -132,7 +132,8 @@ def summary(claims: ClaimSet, results: list[CheckResult] | None, image: str | No
         entry["checked_by_reading"] = claims.by_reading
     if results is not None:
         failing = sorted({r.check.claim_id for r in results if r.outcome != "passed"})
-        entry.update(passing_claims=len(claims.executable) - len(failing), failing_claims=failing,
+        ran = {r.check.claim_id for r in results}
+        entry.update(passing_claims=len(ran - set(failing)), failing_claims=failing,
                      checks_passed=sum(r.outcome == "passed" for r in results), image=image, ran_on=ran_on)
     return entry
 
