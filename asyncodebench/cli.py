@@ -15,10 +15,11 @@ import functools
 import math
 import os
 import re
+import shlex
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -173,6 +174,22 @@ def settings(args: argparse.Namespace, run_probes: bool) -> Settings:
 
     return Settings(args.timeout, args.probe_timeout, run_probes,
                     Limits(args.memory, args.cpus, args.pids, build_space=args.build_space), args.build_timeout)
+
+
+def resume_command(script: str, argv: Sequence[str], run_id: str) -> str:
+    """The command line that resumes a run, to paste as it is: this interpreter (a bare `python` may lack the kit),
+    the script and the arguments given, with `--run-id` added when the id was generated, and without `--force`,
+    which would redo the finished work."""
+    here = Path.cwd()
+
+    def shown(path: str) -> str:
+        absolute = Path(path).absolute()
+        return str(absolute.relative_to(here)) if absolute.is_relative_to(here) else path
+
+    args = [a for a in argv if a != "--force"]
+    if not any(a == "--run-id" or a.startswith("--run-id=") for a in args):
+        args += ["--run-id", run_id]
+    return shlex.join([shown(sys.executable), shown(script), *args])
 
 
 def writable_folder_problem(folder: Path) -> str | None:

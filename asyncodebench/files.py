@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -18,11 +19,13 @@ from typing import Iterator
 
 def write_atomic(path: Path, data: bytes | str) -> None:
     """Write `data` (text as UTF-8, lone surrogates as the bytes they escape) to `path`, creating its folder: via a
-    temporary file, flushed to disk, then a rename. The file is created with mode 0600 (`tempfile.mkstemp`)."""
+    temporary file, flushed to disk, then a rename. The file gets the mode a plain `open` would give it (0666 less
+    the umask), not `tempfile.mkstemp`'s 0600, so a shared run folder stays readable as its owner set it up."""
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
             handle.flush()
@@ -31,6 +34,24 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask. Linux shows it in /proc; elsewhere it can only be read by setting it, which for an
+    instant would give other threads' new files another mode, so a lock keeps this module's own writes apart."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+_UMASK_LOCK = threading.Lock()
 
 
 @contextmanager

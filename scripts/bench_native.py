@@ -29,7 +29,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from asyncodebench.dataset.build import build_task_rows  # noqa: E402
 from asyncodebench.harness.build_tree import UPPER_MOUNT, StateBuildTree  # noqa: E402
 from asyncodebench.harness.evaluation import Settings, Workbench, evaluate_patch, new_run_id  # noqa: E402
 from asyncodebench.harness.native import run_build  # noqa: E402
@@ -37,20 +36,23 @@ from asyncodebench.harness.sandbox import docker_client, remove_run_containers  
 from asyncodebench.harness.spec import TaskSpec  # noqa: E402
 from asyncodebench.images.demo import NATIVE_DEMO, build  # noqa: E402
 from asyncodebench.images.registry import registry_port_from_env  # noqa: E402
-from asyncodebench.run.predictions import read_predictions  # noqa: E402
-from asyncodebench.run.results import score  # noqa: E402
-from asyncodebench.run.work import work_of  # noqa: E402
+
+# dataset.build and run.* are imported where used: they load jsonschema, which --help does not need.
 
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory/docker")
 
 
 def native_spec() -> TaskSpec:
+    from asyncodebench.dataset.build import build_task_rows
+
     image = build(registry_port_from_env(), task=NATIVE_DEMO)
     rows = build_task_rows(NATIVE_DEMO.task_yaml, ROOT / "data" / "protocols.yaml", digest=image.digest)
     return TaskSpec.from_rows(rows.tasks[0], rows.dependencies)
 
 
 def predictions(spec: TaskSpec) -> dict[str, Any]:
+    from asyncodebench.run.predictions import read_predictions
+
     folder = NATIVE_DEMO.folder / "predictions"
     known = {spec.task_id: {a.agent_id for a in spec.specialists}}
     found = {}
@@ -63,6 +65,9 @@ def predictions(spec: TaskSpec) -> dict[str, Any]:
 
 def evaluate(client: Any, spec: TaskSpec, prediction: Any) -> tuple[float, dict[str, Any] | None]:
     """One whole evaluation of the prediction; (seconds, the result's build record)."""
+    from asyncodebench.run.results import score
+    from asyncodebench.run.work import work_of
+
     patch, states, agents = work_of(spec, prediction)
     run_id = new_run_id()
     started = time.perf_counter()

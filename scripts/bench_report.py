@@ -25,12 +25,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from asyncodebench.reports.compare import Run, compare_runs
-from asyncodebench.reports.htmlcompare import render_compare
-from asyncodebench.reports.htmlreport import write_report_html
-from asyncodebench.reports.plots import plot_resolution
-from asyncodebench.reports.synthetic import synthetic_report
-
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -47,6 +41,13 @@ def timed(repeats: int, work: Callable[[], Path]) -> dict[str, Any]:
 
 
 def measure(demo: Path | None, repeats: int, out: Path) -> dict[str, dict[str, Any]]:
+    # Here, not at the top: --help answers without loading the reports (and jsonschema).
+    from asyncodebench.reports.compare import Run, compare_runs
+    from asyncodebench.reports.htmlcompare import render_compare
+    from asyncodebench.reports.htmlreport import write_report_html
+    from asyncodebench.reports.plots import plot_resolution
+    from asyncodebench.reports.synthetic import synthetic_report
+
     rows: dict[str, dict[str, Any]] = {}
     if demo is not None:
         report = json.loads((demo / "report.json").read_text())

@@ -28,18 +28,15 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asyncodebench import cli
 from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError
-from asyncodebench.harness.evaluation import new_run_id
-from asyncodebench.reports.htmlreport import write_report_html
-from asyncodebench.reports.plots import plot_resolution
-from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
-from asyncodebench.run import store
-from asyncodebench.run.config import RunConfig, RunState
-from asyncodebench.run.runfolder import RunFolderBusyError, RunLock, SettingsChangedError
-from asyncodebench.run.runner import claim_settings, prepare_run, rescore_problem, run, run_metadata
+
+# The rest of the kit is imported once the arguments are parsed: --help and a bad flag answer at once.
+if TYPE_CHECKING:
+    from asyncodebench.run.config import RunConfig, RunState
 
 
 class Terminated(KeyboardInterrupt):
@@ -108,6 +105,9 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         problem = cli.writable_folder_problem(run_dir)
     if problem:
         parser.error(f"--output-dir: {problem}; give a folder you can write in")
+    from asyncodebench.harness.evaluation import new_run_id
+    from asyncodebench.run.config import RunConfig
+
     settings = cli.settings(args, run_probes=not args.no_probes)
     return RunConfig(
         predictions=args.predictions, dataset=args.dataset, revision=args.revision,
@@ -133,7 +133,11 @@ def _ray_resources(text: str) -> dict[str, float]:
 
 @cli.entry_point
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     config = parse_args(argv)
+    from asyncodebench.run.runfolder import RunFolderBusyError, RunLock, SettingsChangedError
+    from asyncodebench.run.runner import claim_settings, prepare_run, rescore_problem
+
     signal.signal(signal.SIGTERM, terminate)
     try:
         state = prepare_run(config)
@@ -151,22 +155,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with RunLock(config.run_dir):
             config = claim_settings(config, state)
-            return evaluate(config, state)
+            return evaluate(config, state, argv)
     except (RunFolderBusyError, SettingsChangedError) as exc:
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
 
 
-def evaluate(config: RunConfig, state: RunState) -> int:
-    """Run (or rescore) while holding the run folder; write the reports; the exit code."""
+def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
+    """Run (or rescore) while holding the run folder; write the reports; the exit code. `argv`: the arguments
+    given, for the command that resumes the run."""
     from tqdm import tqdm
+
+    from asyncodebench.reports.htmlreport import write_report_html
+    from asyncodebench.reports.plots import plot_resolution
+    from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
+    from asyncodebench.run import store
+    from asyncodebench.run.runner import run, run_metadata
 
     print(f"run {config.run_id}: {len(state.file.predictions)} predictions -> {config.run_dir}", file=sys.stderr)
     try:
         with tqdm(total=len(state.file.predictions), desc="evaluating", unit="pred", file=sys.stderr) as bar:
             results = run(config, state, bar)
     except KeyboardInterrupt as stop:
-        print(f"\ninterrupted: finished predictions are saved and the run's containers removed; resume with "
-              f"--run-id {config.run_id}", file=sys.stderr)
+        print("\ninterrupted: finished predictions are saved and the run's containers removed; resume with:\n  "
+              + cli.resume_command(__file__, argv, config.run_id), file=sys.stderr)
         return cli.EXIT_TERMINATED if isinstance(stop, Terminated) else cli.EXIT_INTERRUPTED
     metadata = {**run_metadata(config, state), "dependency_points": dependency_points(state.specs)}
     report = build_report(metadata, state.file, results)

@@ -13,13 +13,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from asyncodebench.dataset.build import build_task_rows
-from asyncodebench.dataset.export import write_rows
-from asyncodebench.dataset.sources import merge_rows
-from asyncodebench.dataset.validation import validate_rows
-from asyncodebench.images.demo import DEMO_TASKS, build
-from asyncodebench.images.registry import registry_port_from_env
-
 PROTOCOLS = Path(__file__).resolve().parent.parent / "data" / "protocols.yaml"
 
 
@@ -27,6 +20,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path, help="folder to write the demo dataset into")
     args = parser.parse_args(argv)
+    # After parsing, so --help loads none of them (`datasets` alone takes a second).
+    import datasets
+
+    from asyncodebench.dataset.build import build_task_rows
+    from asyncodebench.dataset.export import write_rows
+    from asyncodebench.dataset.sources import merge_rows
+    from asyncodebench.dataset.validation import validate_rows
+    from asyncodebench.images.demo import DEMO_TASKS, build
+    from asyncodebench.images.registry import registry_port_from_env
+
+    datasets.disable_progress_bars()  # its "Creating parquet" bars are noise in the demo's output
     port = registry_port_from_env()
     parts = []
     for task in DEMO_TASKS.values():  # one after the other: image builds are heavy

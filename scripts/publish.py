@@ -14,7 +14,6 @@ import os
 import sys
 from pathlib import Path
 
-from asyncodebench.dataset.publish import assemble, upload
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
 
@@ -25,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default=DEFAULT_REVISION)
     parser.add_argument("--dry-run", action="store_true", help="assemble and list the files; upload nothing")
     args = parser.parse_args(argv)
+    from asyncodebench.dataset.publish import assemble, upload  # after parsing: `datasets` takes a second to import
+
     files = assemble(args.out_dir)
     for f in files:
         print(f"{f.size:>10}  {f.sha256[:16]}  {f.path}")

@@ -12,6 +12,7 @@ and groups that do not pass at reference. The notes themselves are written by a 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -67,10 +68,9 @@ def record(validation: dict) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
-    for file in argv:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("validations", nargs="+", type=Path, help="validate_task_image.py JSON outputs")
+    for file in parser.parse_args(argv).validations:
         validation = json.loads(Path(file).read_text())
         if validation.get("reference_scope", "writable") != "writable":
             continue  # the every-file diagnostic run is not what agents can reach

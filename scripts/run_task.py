@@ -28,15 +28,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
-from asyncodebench.harness.evaluation import new_run_id
-from asyncodebench.harness.overlays import OverlayError, OverlaySource
-from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers
-from asyncodebench.run.predictions import Prediction
-from asyncodebench.run.work import Job, Outcome, check_image, evaluate_prediction, measure_baseline
+
+# The rest of the kit is imported once the arguments are parsed: --help and a bad flag answer at once.
+if TYPE_CHECKING:
+    from asyncodebench.run.work import Outcome
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -67,6 +66,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 @cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from asyncodebench.harness.evaluation import new_run_id
+    from asyncodebench.harness.overlays import OverlayError, OverlaySource
+    from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers
+    from asyncodebench.run.predictions import Prediction
+    from asyncodebench.run.work import Job, check_image, evaluate_prediction, measure_baseline
+
     _, spec = cli.task(args.dataset, args.revision, args.task_id, args.images)
     try:
         overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays)

@@ -306,3 +306,17 @@ def test_a_hub_dataset_is_named_with_its_revision_and_resolved_commit() -> None:
     text = dataset_source({"source": "hub", "id": "PhilipZhang/AsynCodeBench", "revision": "v0.4.2",
                            "resolved_commit": commit, "content_sha256": None})
     assert text == f"Dataset: Hub `PhilipZhang/AsynCodeBench` at revision `v0.4.2` (resolved commit `{commit}`)"
+
+
+@pytest.mark.docker
+def test_a_base_image_that_cannot_be_pulled_suggests_the_local_base(tmp_path: Path) -> None:
+    """Without Docker Hub the default base (python:<version>-slim) cannot be pulled: the error says to build on the
+    local base, not that a pip pin is wrong, and comes before the repository is fetched (--repo names none here)."""
+    done = run_script("build_task_image.py", DEMO_TASK_ID, "--repo", str(tmp_path / "no-such-repo.git"),
+                      "--base", "127.0.0.1:9/asyncodebench/no-such-base:1", "--push", "127.0.0.1:9",
+                      "--map", str(tmp_path / "map.json"))
+    assert done.returncode == cli.EXIT_INFRASTRUCTURE and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: docker pull of the base image 127.0.0.1:9/asyncodebench/no-such-base:1 "
+                                  "failed"), done.stderr
+    assert "add --base local" in done.stderr and "pip" not in done.stderr, done.stderr
+    assert not (tmp_path / "map.json").exists()

@@ -4,6 +4,8 @@ which its `main` (wrapped in `cli.entry_point`) turns into one `error: ...` line
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,17 @@ def test_the_limit_flags_make_the_settings() -> None:
     settings = cli.settings(parser.parse_args(["--timeout", "20", "--memory", "1024m", "--pids", "64"]), False)
     assert (settings.timeout, settings.probe_timeout, settings.run_probes) == (20, 60, False)
     assert (settings.limits.memory, settings.limits.cpus, settings.limits.pids) == ("1g", 1.0, 64)
+
+
+def test_the_resume_command_is_the_whole_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    argv = ["my preds.jsonl", "--dataset", "./published", "--max-workers", "2", "--force", "--timeout", "20"]
+    command = cli.resume_command(str(ROOT / "scripts" / "evaluate.py"), argv, "3f2a9c1d0b7e")
+    words = shlex.split(command)
+    # This interpreter (a bare `python` may lack the kit), the script as seen from here, every flag but --force
+    # (it would redo the finished work), and the generated run id.
+    assert Path(words[0]).samefile(sys.executable) and words[1] == "scripts/evaluate.py"
+    assert words[2:] == ["my preds.jsonl", "--dataset", "./published", "--max-workers", "2", "--timeout", "20",
+                         "--run-id", "3f2a9c1d0b7e"]
+    given = ["p.jsonl", "--run-id=try1"]
+    assert shlex.split(cli.resume_command("scripts/evaluate.py", given, "try1"))[1:] == ["scripts/evaluate.py", *given]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,18 @@ def test_write_atomic_writes_text_and_bytes_creating_the_folder_and_leaving_noth
     assert target.read_bytes() == b"caf\xe9\n"
     write_atomic(target, b"\x00raw")
     assert target.read_bytes() == b"\x00raw"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert sorted(p.name for p in target.parent.iterdir()) == ["file.txt"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_write_atomic_gives_the_mode_the_umask_gives_a_plain_open(tmp_path: Path, umask: int) -> None:
+    # In a child process: the umask is process-wide, and pytest's own threads write files too.
+    code = ("import os, sys; from pathlib import Path; from asyncodebench.files import write_atomic; "
+            f"os.umask({umask}); write_atomic(Path(sys.argv[1]) / 'new.json', '{{}}'); "
+            "Path(sys.argv[1], 'plain.json').write_text('{}')")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
+    mode = stat.S_IMODE((tmp_path / "new.json").stat().st_mode)
+    assert mode == 0o666 & ~umask == stat.S_IMODE((tmp_path / "plain.json").stat().st_mode)
 
 
 def test_write_atomic_that_fails_keeps_the_old_file_and_removes_its_temporary(tmp_path: Path) -> None:

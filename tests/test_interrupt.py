@@ -4,6 +4,7 @@ id resumes."""
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 from pathlib import Path
@@ -38,15 +39,17 @@ def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoD
     assert wait_for(lambda: gold_done() and run_containers("ctrlc"), 120), "the run never got going"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130 and "resume with --run-id ctrlc" in stderr
+    assert process.returncode == 130 and "resume with:" in stderr, stderr
+    resume = shlex.split(stderr.split("resume with:\n", 1)[1].splitlines()[0])  # the printed command, as pasted
+    assert resume[2:] == [str(preds), "--dataset", str(demo_dataset.path), "--run-id", "ctrlc", "--output-dir",
+                          str(out), "--max-workers", "2", *flags]
     assert run_containers("ctrlc") == []
     (loop,) = folders("hostile-infinite-loop__")
     assert not (loop / "result.json").exists()  # interrupted work is not recorded as anything
     (gold,) = folders("demo-gold__")
     before = (gold / "result.json").stat().st_mtime_ns
 
-    done = subprocess.run(evaluate_command(preds, demo_dataset.path, "ctrlc", out, *flags),
-                          cwd=ROOT, env=script_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(resume, cwd=ROOT, env=script_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "1 predictions were already finished" in done.stdout
     assert (gold / "result.json").stat().st_mtime_ns == before
@@ -64,6 +67,6 @@ def test_sigterm_cleans_up_as_ctrl_c_does(demo_dataset: DemoDataset, tmp_path: P
     assert wait_for(lambda: run_containers("sigterm"), 120), "the run never got going"
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143 and "resume with --run-id sigterm" in stderr
+    assert process.returncode == 143 and "--run-id sigterm --output-dir" in stderr.split("resume with:")[1], stderr
     assert run_containers("sigterm") == []
     assert not result_files(tmp_path / "runs" / "sigterm")

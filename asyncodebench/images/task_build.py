@@ -158,6 +158,20 @@ def image_digest(ref: str) -> str:
     return digests[0].split("@", 1)[1] if digests else info["Id"]
 
 
+def ensure_base(ref: str) -> None:
+    """`ref` present locally, pulled when missing: before anything is fetched, and apart from `docker build`, whose
+    failure would point at the pip pins.
+
+    Raises:
+        BuildError: it cannot be pulled (often: no Docker Hub here); the message suggests `--base local`.
+    """
+    if local_image_id(ref) is not None:
+        return
+    _step(["docker", "pull", "--quiet", ref], f"docker pull of the base image {ref}",
+          f"without access to the registry of {ref} (Docker Hub for python:*-slim), build on a Debian base made on "
+          "this machine instead: add --base local")
+
+
 # --- the build --------------------------------------------------------------------------------------------
 
 
@@ -225,6 +239,7 @@ def build(recipe: Recipe, repo: str, base: str | None, registry: str, cache: Pat
           no_cache: bool = False) -> BuiltTaskImage:
     """Build `recipe` on `base` (default python:<version>-slim; `local` for the offline base), push, pin."""
     base_ref = local_base(cache) if base == LOCAL_BASE else (base or recipe.default_base)
+    ensure_base(base_ref)
     name = recipe.task_id.split(":", 1)[1]
     tag = f"{registry}/asyncodebench/{name}:rebuilt-{recipe.digest()[:12]}"
     with tempfile.TemporaryDirectory(prefix="asyncodebench-build-") as scratch:

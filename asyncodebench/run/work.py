@@ -71,10 +71,11 @@ def base_state_named(task_id: str) -> str:
 
 def say_retry(what: str, failures: list[str]) -> None:
     """One line on stderr (above the progress bar) as work that met a daemon failure is tried again: a daemon that
-    fails often is seen while the run goes on, not only in the results."""
+    fails often is seen while the run goes on, not only in the results. The daemon's whole reason, on one line: its
+    cause (no space left, an OCI runtime error) is often at the end of a long message."""
     from tqdm import tqdm
 
-    tqdm.write(f"warning: {what}: {' '.join(failures[-1].split())[:300]}; trying again (attempt {len(failures) + 1} "
+    tqdm.write(f"warning: {what}: {' '.join(failures[-1].split())}; trying again (attempt {len(failures) + 1} "
                f"of {TRIES})", file=sys.stderr)
 
 
