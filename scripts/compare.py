@@ -5,7 +5,10 @@
 Reads each run's report.json and compares (model, protocol) cells over the tasks both scored: each protocol against
 `single` for the same model, each pair of models under the same protocol, and the same cell across runs. Per metric
 (FSR, pass rate, ADPR, DRS, DRE, CAIL): the mean difference with a 95% paired bootstrap interval (10,000 resamples
-of tasks, seed 42), the exact sign and Wilcoxon signed-rank tests, and the number of tasks paired.
+of tasks, seed 42), the exact sign and Wilcoxon signed-rank tests, the number of tasks paired, and a reading:
+"b better" or "b worse" only with at least 6 tasks paired, the interval excluding 0 and both p-values at most 0.05;
+one task reads "one task: no inference". DRS and CAIL pair only tasks where both cells had the same checkpoint
+count T. The page's notes give the rules in words, with links into docs/METRICS.md.
 
 Writes the page (-o, default compare.html) with compare.csv and compare.json beside it (same name, other suffix);
 --json prints the JSON record instead of the short summary. Runs on different dataset revisions (or local folders
@@ -72,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         print(record["dataset_check"]["message"])
         print(f"{len(record['cells'])} cells; comparisons (x {len(record['metrics'])} metrics): "
               + (", ".join(f"{view} {count // len(record['metrics'])}" for view, count in views.items()) or "none"))
+        readings: dict[str, int] = {}
+        for c in record["comparisons"]:
+            readings[c["reading"]] = readings.get(c["reading"], 0) + 1
+        print("readings (comparison x metric): " + (", ".join(f"{k} {v}" for k, v in sorted(readings.items()))
+                                                    or "none"))
         print(f"compare: {args.output} (CSV and JSON beside it)")
     return cli.EXIT_OK
 

@@ -1,4 +1,5 @@
-"""Paired statistics and scripts/compare.py (issue 12, item 2), without containers or a browser.
+"""Paired statistics and scripts/compare.py (issue 12, item 2; the reading rules of issue 20), without containers or
+a browser.
 
 The statistics are checked against values worked out by hand below and against scipy (used here only, as an
 independent implementation); the pairing against small hand-made reports.
@@ -10,6 +11,7 @@ import csv
 import io
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +24,16 @@ from scipy import stats
 
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.compare import Run, compare_runs
-from asyncodebench.reports.paired import average_ranks, paired, sign_test, signed_rank
+from asyncodebench.reports.htmlcompare import render_compare
+from asyncodebench.reports.paired import (
+    MIN_TASKS_FOR_LABEL,
+    average_ranks,
+    min_tasks_for_label,
+    paired,
+    reading,
+    sign_test,
+    signed_rank,
+)
 from asyncodebench.reports.synthetic import synthetic_report
 
 # --- the worked example --------------------------------------------------------------------------------------
@@ -106,8 +117,10 @@ def test_degenerate_inputs() -> None:
 # --- pairing across runs ---------------------------------------------------------------------------------------
 
 
-def _report(run_id: str, rows: list[tuple[str, str, str, float | None]], revision: str = "v0.4.2") -> dict[str, Any]:
-    """A minimal report: (model, protocol, task, pass rate or None for an infrastructure error)."""
+def _report(run_id: str, rows: list[tuple[str, str, str, float | None]], revision: str = "v0.4.2",
+            steps: dict[tuple[str, str, str], tuple[int, float]] | None = None) -> dict[str, Any]:
+    """A minimal report: (model, protocol, task, pass rate or None for an infrastructure error); `steps` gives some
+    (model, protocol, task) a checkpoint count T and a DRS (CAIL the same)."""
     predictions = []
     for line, (model, protocol, task, rate) in enumerate(rows, start=1):
         base = {"task_id": task, "protocol": protocol, "model_name_or_path": model, "line": line}
@@ -118,6 +131,9 @@ def _report(run_id: str, rows: list[tuple[str, str, str, float | None]], revisio
             predictions.append({**base, "status": "evaluated", "final_success": rate == 1.0, "pass_rate": rate,
                                 "adpr": None, "drs_penalized_mean": None, "dre_mean": None,
                                 "cail_penalized_mean": None})
+            if steps and (model, protocol, task) in steps:
+                t, drs = steps[(model, protocol, task)]
+                predictions[-1].update(checkpoint_count=t, drs_penalized_mean=drs, cail_penalized_mean=drs)
     dataset = {"source": "hub", "id": "PhilipZhang/AsynCodeBench", "revision": revision, "resolved_commit": None,
                "content_sha256": None}
     return {"run": {"run_id": run_id, "dataset": dataset, "tool": {"version": "test"}}, "predictions": predictions}
@@ -161,6 +177,87 @@ def test_runs_on_different_revisions_are_refused_unless_allowed() -> None:
     assert "Compared anyway" in record["dataset_check"]["message"]
 
 
+# --- the readings (issue 20) -----------------------------------------------------------------------------------
+
+
+def test_six_tasks_is_the_least_that_can_reach_the_level() -> None:
+    assert min_tasks_for_label(0.05) == MIN_TASKS_FOR_LABEL == 6
+    # Five tasks all one way: the strongest evidence five can give, and neither test reaches 0.05.
+    assert sign_test(5, 0) == pytest.approx(0.0625) and signed_rank([1, 2, 3, 4, 5])[1] == pytest.approx(0.0625)
+    assert reading(paired([0.5] * 5), higher_is_better=True) == "too few tasks: no inference"
+    assert reading(paired([0.5] * 6), higher_is_better=True) == "b better"
+    assert reading(paired([0.5] * 6), higher_is_better=False) == "b worse"  # steps: higher is worse
+
+
+def test_one_task_gives_no_label_and_no_interval() -> None:
+    one = paired([0.75])
+    assert (one.tasks, one.mean_difference, one.ci_low, one.ci_high) == (1, 0.75, None, None)
+    assert reading(one, higher_is_better=True) == "one task: no inference"
+    assert reading(paired([]), higher_is_better=True) == "no tasks paired"
+    rows = [("m", "single", "t1", 0.0), ("m", "async_private", "t1", 1.0)]
+    record = compare_runs([Run("r", "r", _report("r", rows))])
+    found = _one(record, "protocols", "pass_rate")
+    assert found["reading"] == "one task: no inference" and found["ci_low"] is None
+    page = render_compare(record)
+    assert "+100.0 (one task, no interval)" in page and "one task: no inference" in page
+    validator("compare").validate(record)
+
+
+def test_a_label_needs_both_tests_and_the_interval() -> None:
+    # 8 tasks, 5 up and 2 down: the interval may sit above 0, but the sign test (p = 0.45) does not support it.
+    result = paired(EXAMPLE)
+    assert result.sign_p is not None and result.sign_p > 0.05
+    assert reading(result, higher_is_better=True) == "no clear difference"
+    # All zero: nothing to test.
+    assert reading(paired([0.0] * 10), higher_is_better=True) == "no clear difference"
+    # 15 of 19 up a little, 4 down by a lot: the sign test says up (p = 0.019), the interval says down; no label.
+    mixed = paired([0.1] * 15 + [-2.0] * 4)
+    assert mixed.sign_p is not None and mixed.sign_p < 0.05 and mixed.ci_high is not None and mixed.ci_high < 0
+    assert reading(mixed, higher_is_better=True) == "no clear difference"
+
+
+def test_steps_pair_only_tasks_with_the_same_checkpoint_count() -> None:
+    tasks = [f"t{i}" for i in range(8)]
+    rows = [(m, p, t, 1.0) for m in ("m", "n") for p in ("single", "async_private") for t in tasks]
+    steps = {("m", "single", t): (1, 2.0) for t in tasks}  # single: T = 1; async_private: T = 5 or 7
+    steps |= {("m", "async_private", t): (5 if i < 4 else 7, 6.0) for i, t in enumerate(tasks)}
+    steps |= {("n", "async_private", t): (5, 1.0) for t in tasks}  # the same T as m's on t0..t3 only
+    record = compare_runs([Run("r", "r", _report("r", rows, steps=steps))])
+    for metric in ("drs_penalized", "cail_penalized"):
+        (across,) = [c for c in record["comparisons"]  # m: single against async_private
+                     if c["view"] == "protocols" and c["metric"] == metric and c["a"]["model"] == "m"]
+        assert (across["tasks"], across["tasks_t_differs"], across["mean_difference"]) == (0, 8, None)
+        assert across["reading"] == "T differs: not compared"
+        (models,) = [c for c in record["comparisons"]  # async_private: m against n
+                     if c["view"] == "models" and c["metric"] == metric and c["a"]["protocol"] == "async_private"]
+        assert (models["tasks"], models["tasks_t_differs"]) == (4, 4)
+        assert models["reading"] == "too few tasks: no inference" and models["mean_difference"] == -5.0
+    (shares,) = [c for c in record["comparisons"]
+                 if c["view"] == "protocols" and c["metric"] == "pass_rate" and c["a"]["model"] == "m"]
+    assert (shares["tasks"], shares["tasks_t_differs"]) == (8, 0)  # shares do not depend on T
+    validator("compare").validate(record)
+
+
+def _slug(heading: str) -> str:
+    """A Markdown heading's anchor as GitHub and most renderers make it."""
+    return re.sub(r"[^a-z0-9 -]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_notes_explain_the_rules_in_words_and_link_to_the_kits_metrics_document() -> None:
+    record = compare_runs([Run("r", "r", _report("r", [("m", "single", "t1", 0.5)]))])
+    document = (ROOT / "docs" / "METRICS.md").read_text(encoding="utf-8")
+    anchors = {_slug(line.lstrip("#")) for line in document.splitlines() if line.startswith("#")}
+    assert record["notes"]
+    for note in record["notes"]:
+        path, _, anchor = note["link"].partition("#")
+        assert path == "docs/METRICS.md" and anchor in anchors, note["link"]
+        assert not re.search(r"decision \d", note["text"], re.IGNORECASE)  # words, not a number to look up
+    text = " ".join(note["text"] for note in record["notes"])
+    assert "one task: no inference" in text and "at least 6 tasks" in text and "2 to 5 tasks read" in text
+    assert "T differs" in text and "{" not in text
+    assert (ROOT / "docs" / "METRICS.md").as_uri() + "#decisions-for-this-project" in render_compare(record)
+
+
 # --- the script ------------------------------------------------------------------------------------------------
 
 
@@ -189,6 +286,8 @@ def test_the_script_writes_html_csv_and_json_and_refuses_mixed_datasets(tmp_path
     rows = list(csv.DictReader(io.StringIO(out.with_suffix(".csv").read_text())))
     assert len(rows) == len(record["comparisons"]) and float(rows[0]["tasks"]) == record["comparisons"][0]["tasks"]
     assert "All runs used the same dataset" in out.read_text()
+    assert {c["reading"] for c in record["comparisons"]} <= {
+        "b better", "b worse", "no clear difference", "too few tasks: no inference", "T differs: not compared"}
 
     refused = _compare(runs[0], runs[2], "-o", str(tmp_path / "refused.html"))
     assert refused.returncode == 2 and "different datasets" in refused.stderr

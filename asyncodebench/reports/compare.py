@@ -8,7 +8,9 @@ report); infrastructure errors and unmeasured metrics (null) give no value, so t
 - runs: the same (model, protocol) cell in a later run against the first run that has it.
 
 Each comparison gives, per metric, the mean of the per-task differences (b - a) with a paired bootstrap interval and
-the sign and Wilcoxon signed-rank tests (`reports.paired`), with the number of tasks paired. Runs made on different
+the sign and Wilcoxon signed-rank tests (`reports.paired`), with the number of tasks paired and a reading: "b better"
+or "b worse" only when `paired.reading` allows it. DRS and CAIL count checkpoint steps, and a run's checkpoint count
+T depends on its protocol, so they pair a task only when both cells had the same T on it. Runs made on different
 dataset revisions are not comparable task by task; `check_datasets` says so and the caller refuses them unless told.
 """
 
@@ -25,10 +27,10 @@ from statistics import fmean
 from typing import Any
 
 from asyncodebench.dataset.validation import validator
-from asyncodebench.reports.paired import paired
+from asyncodebench.reports.paired import ALPHA, MIN_TASKS_FOR_LABEL, paired, reading
 from asyncodebench.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
-COMPARE_SCHEMA_VERSION = "1.0"
+COMPARE_SCHEMA_VERSION = "2.0"  # 2.0: readings, T-matched DRS and CAIL, no interval from one task, notes
 BASELINE_PROTOCOL = "single"
 # name -> (per-prediction field of report.json, True when higher is better, unit shown)
 METRICS = {
@@ -39,6 +41,27 @@ METRICS = {
     "dre": ("dre_mean", True, "share"),
     "cail_penalized": ("cail_penalized_mean", False, "steps"),
 }
+T_DIFFERS = "T differs: not compared"  # the reading of a step metric whose every shared task had another T
+METRICS_DOC = "docs/METRICS.md"  # the kit's copy of the metrics document, which the notes link to
+NOTES = (
+    ("A comparison is labelled 'b better' or 'b worse' only when at least "
+     f"{MIN_TASKS_FOR_LABEL} tasks are paired, the 95% interval of the mean difference excludes 0, and both the "
+     f"sign test and the signed-rank test give p <= {ALPHA}, all pointing the same way. {MIN_TASKS_FOR_LABEL} is "
+     "the least that can work: with n tasks the smallest two-sided p of either exact test is 2 / 2^n, 0.0625 with "
+     "5 tasks and 0.031 with 6. One task reads 'one task: no inference' and has no interval (resampling one task "
+     f"always gives that task back); 2 to {MIN_TASKS_FOR_LABEL - 1} tasks read 'too few tasks: no inference'. The "
+     "task is the unit: each weighs the same, and the interval resamples tasks.",
+     f"{METRICS_DOC}#decisions-for-this-project"),
+    ("DRS and CAIL are counted in checkpoint steps, and a run's number of checkpoints T depends on its protocol "
+     "(1 for single, 2n + 1 for n specialists in one round) while an unresolved dependency costs T + 1 steps. A "
+     "task's DRS or CAIL is therefore paired only when both cells had the same T on it; the others are counted in "
+     "tasks_t_differs and left out, and a comparison with none left reads 'T differs: not compared'. Compare "
+     "protocols on DRE, which scales the step by T.",
+     f"{METRICS_DOC}#5-drs-dependency-resolution-step-dre-and-the-penalty"),
+    (f"The labels are not corrected for the number of comparisons on the page: at the {ALPHA} level up to one "
+     "comparison in twenty with no real difference behind it can still be labelled. Read the intervals first.",
+     f"{METRICS_DOC}#decisions-for-this-project"),
+)
 
 
 @dataclass(frozen=True)
@@ -122,12 +145,32 @@ def task_values(runs: list[Run]) -> dict[Cell, dict[str, dict[str, float]]]:
             for cell, metrics in raw.items()}
 
 
-def compare_cells(a: Cell, b: Cell, values: dict[Cell, dict[str, dict[str, float]]], view: str) -> list[dict]:
-    """One record per metric: b against a over the tasks both scored."""
+def checkpoint_counts(runs: list[Run]) -> dict[tuple[str, str, str], dict[str, int | None]]:
+    """Per (run label, model, protocol), per task: the checkpoint count T of its evaluated predictions, None when
+    unknown or when its repeated predictions disagree (their averaged steps then mix scales)."""
+    seen: dict[tuple[str, str, str], dict[str, set[int | None]]] = defaultdict(lambda: defaultdict(set))
+    for run in runs:
+        for p in run.report["predictions"]:
+            if p["status"] == "evaluated":
+                key = (run.label, p["model_name_or_path"], p["protocol"])
+                seen[key][p["task_id"]].add(p.get("checkpoint_count"))
+    return {key: {task: next(iter(ts)) if len(ts) == 1 else None for task, ts in tasks.items()}
+            for key, tasks in seen.items()}
+
+
+def compare_cells(a: Cell, b: Cell, values: dict[Cell, dict[str, dict[str, float]]], view: str,
+                  counts: dict[tuple[str, str, str], dict[str, int | None]]) -> list[dict]:
+    """One record per metric: b against a over the tasks both scored (for steps, both with the same known T)."""
+    ta, tb = (counts.get((c.run, c.model, c.protocol), {}) for c in (a, b))
     records = []
     for name, (_, higher_is_better, unit) in METRICS.items():
         va, vb = values[a].get(name, {}), values[b].get(name, {})
         shared = sorted(va.keys() & vb.keys())
+        if unit == "steps":
+            matched = [t for t in shared if ta.get(t) is not None and ta.get(t) == tb.get(t)]
+            t_differs, shared = len(shared) - len(matched), matched
+        else:
+            t_differs = 0
         result = paired([vb[t] - va[t] for t in shared])
         records.append({
             "view": view, "metric": name, "unit": unit, "higher_is_better": higher_is_better,
@@ -135,12 +178,15 @@ def compare_cells(a: Cell, b: Cell, values: dict[Cell, dict[str, dict[str, float
             "mean_a": fmean(va[t] for t in shared) if shared else None,
             "mean_b": fmean(vb[t] for t in shared) if shared else None,
             "tasks_only_a": len(va.keys() - vb.keys()), "tasks_only_b": len(vb.keys() - va.keys()),
+            "tasks_t_differs": t_differs,
             **asdict(result),
+            "reading": T_DIFFERS if t_differs and not shared else reading(result, higher_is_better),
         })
     return records
 
 
-def comparisons(values: dict[Cell, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+def comparisons(values: dict[Cell, dict[str, dict[str, float]]],
+                counts: dict[tuple[str, str, str], dict[str, int | None]]) -> list[dict[str, Any]]:
     """Every comparison record of the three views: protocols against `single`, models under one protocol, and a
     cell in a later run against the first run that has it."""
     cells = sorted(values, key=lambda c: (c.subject, c.protocol))
@@ -152,20 +198,20 @@ def comparisons(values: dict[Cell, dict[str, dict[str, float]]]) -> list[dict[st
         if BASELINE_PROTOCOL in protocols:
             for protocol, cell in protocols.items():
                 if protocol != BASELINE_PROTOCOL:
-                    records += compare_cells(protocols[BASELINE_PROTOCOL], cell, values, "protocols")
+                    records += compare_cells(protocols[BASELINE_PROTOCOL], cell, values, "protocols", counts)
     by_protocol: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_protocol[cell.protocol].append(cell)
     for protocol, members in sorted(by_protocol.items()):
         for a, b in combinations(members, 2):
             if a.model != b.model:  # the same model in two runs is the runs view's
-                records += compare_cells(a, b, values, "models")
+                records += compare_cells(a, b, values, "models", counts)
     by_key: dict[tuple[str, str], list[Cell]] = defaultdict(list)
     for cell in values:  # in the order the runs were given
         by_key[(cell.model, cell.protocol)].append(cell)
     for members in by_key.values():
         for later in members[1:]:
-            records += compare_cells(members[0], later, values, "runs")
+            records += compare_cells(members[0], later, values, "runs", counts)
     return records
 
 
@@ -187,6 +233,7 @@ def compare_runs(runs: list[Run], allow_mixed: bool = False) -> dict[str, Any]:
     if not check["consistent"] and not allow_mixed:
         raise ValueError(check["message"])
     values = task_values(runs)
+    counts = checkpoint_counts(runs)
     record = {
         "schema_version": COMPARE_SCHEMA_VERSION,
         "runs": [{"label": r.label, "report": r.path, "run_id": r.report["run"]["run_id"],
@@ -195,14 +242,19 @@ def compare_runs(runs: list[Run], allow_mixed: bool = False) -> dict[str, Any]:
         "dataset_check": check,
         "method": {"difference": "b - a, per task, over the tasks both cells scored",
                    "interval": f"95% percentile bootstrap of the mean difference, {BOOTSTRAP_RESAMPLES} resamples "
-                               f"of tasks, seed {BOOTSTRAP_SEED}",
+                               f"of tasks, seed {BOOTSTRAP_SEED}; none from a single task",
                    "tests": "two-sided exact sign test and Wilcoxon signed-rank test (average ranks for ties, "
                             "exact permutation distribution up to 50 tasks); zero differences are left out of both",
-                   "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED},
+                   "reading": f"'b better' or 'b worse' only with at least {MIN_TASKS_FOR_LABEL} tasks paired, the "
+                              f"interval excluding 0 and both p-values at most {ALPHA}, all the same way; DRS and "
+                              "CAIL pair only tasks where both cells had the same checkpoint count T",
+                   "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED, "alpha": ALPHA,
+                   "min_tasks_for_label": MIN_TASKS_FOR_LABEL},
+        "notes": [{"text": text, "link": link} for text, link in NOTES],
         "metrics": {name: {"field": field, "higher_is_better": better, "unit": unit}
                     for name, (field, better, unit) in METRICS.items()},
         "cells": cell_rows(values),
-        "comparisons": comparisons(values),
+        "comparisons": comparisons(values, counts),
     }
     validator("compare").validate(record)  # a failure here is a bug of this module, not of the runs
     return record

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from asyncodebench.reports import htmlsvg
 from asyncodebench.reports.htmlpage import render
+
+KIT_ROOT = Path(__file__).resolve().parents[2]  # the kit's source tree, which holds docs/METRICS.md
 
 VIEWS = (
     ("protocols", "Protocols against single",
@@ -32,14 +35,12 @@ def _scale(record: dict[str, Any]) -> float:
     return 100 if record["unit"] == "share" else 1
 
 
-def verdict(record: dict[str, Any]) -> str:
-    """Which side the interval puts b on: better, worse, or neither (the interval holds 0)."""
-    if record["ci_low"] is None:
-        return "no tasks paired"
-    if record["ci_low"] <= 0 <= record["ci_high"]:
-        return "CI holds 0"
-    up = record["ci_low"] > 0
-    return "b better" if up == record["higher_is_better"] else "b worse"
+def note_href(link: str) -> str | None:
+    """Where a note's link opens from a page that may be written anywhere: the kit's own copy of the document, by
+    absolute file address; None (shown as text) when this kit has no such file."""
+    path, _, anchor = link.partition("#")
+    document = KIT_ROOT / path
+    return f"{document.as_uri()}#{anchor}" if document.is_file() else None
 
 
 def view_rows(view: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -50,7 +51,7 @@ def view_rows(view: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for r in records:
         scale, span = _scale(r), reach[r["unit"]]
-        rows.append({**r, "scale": scale, "verdict": verdict(r), "names": keys(view, r),
+        rows.append({**r, "scale": scale, "names": keys(view, r),
                      "glyph": htmlsvg.interval_glyph(r["mean_difference"], r["ci_low"], r["ci_high"], -span, span,
                                                      zero=0)})
     return rows
@@ -61,5 +62,6 @@ def render_compare(record: dict[str, Any]) -> str:
     views = [{"id": view, "title": title, "text": text, "headers": headers,
               "rows": view_rows(view, [c for c in record["comparisons"] if c["view"] == view])}
              for view, title, text, headers in VIEWS]
+    notes = [{**note, "href": note_href(note["link"])} for note in record["notes"]]
     return render("compare.html.j2", record=record, views=views, check=record["dataset_check"],
-                  cells=record["cells"], metrics=list(record["metrics"]))
+                  cells=record["cells"], metrics=list(record["metrics"]), notes=notes)

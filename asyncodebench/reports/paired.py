@@ -6,6 +6,9 @@ report's bootstrap (`scoring.bootstrap.macro_mean`: 10,000 resamples, seed 42, p
 differences: resampling tasks with replacement and keeping each task's pair together is the same as resampling the
 differences. Both tests are exact and two-sided; a zero difference carries no sign, so both drop it (Wilcoxon's
 original rule) and the caller states how many there were.
+
+`reading` turns a result into the label a table shows. "b better" or "b worse" needs enough tasks, both tests at the
+stated level and the interval on one side of 0, all pointing the same way; anything less is said in words instead.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from asyncodebench.scoring.bootstrap import macro_mean
+
+ALPHA = 0.05
+"""The level a label is stated at: both two-sided p-values at most this."""
 
 EXACT_WILCOXON_LIMIT = 50
 """Above this many non-zero differences the signed-rank distribution is approximated by a normal one (the exact
@@ -27,7 +33,7 @@ class PairedResult:
 
     tasks: int  # tasks paired (both sides scored)
     mean_difference: float | None  # mean of b - a; None when no task is paired
-    ci_low: float | None  # 2.5th percentile of the bootstrap means of the differences
+    ci_low: float | None  # 2.5th percentile of the bootstrap means; None under two tasks (one value has no spread)
     ci_high: float | None  # 97.5th percentile
     positive: int  # tasks where b > a
     negative: int  # tasks where b < a
@@ -48,8 +54,55 @@ def paired(differences: Sequence[float]) -> PairedResult:
     positive = sum(d > 0 for d in values)
     negative = sum(d < 0 for d in values)
     statistic, wilcoxon_p = signed_rank(values)
-    return PairedResult(len(values), estimate.mean, estimate.ci_low, estimate.ci_high, positive, negative,
+    # Resampling one task always draws that task: the "interval" [x, x] would look like certainty.
+    low, high = (estimate.ci_low, estimate.ci_high) if len(values) > 1 else (None, None)
+    return PairedResult(len(values), estimate.mean, low, high, positive, negative,
                         len(values) - positive - negative, sign_test(positive, negative), statistic, wilcoxon_p)
+
+
+def min_tasks_for_label(alpha: float = ALPHA) -> int:
+    """The fewest tasks with which a two-sided exact test can reach `alpha`.
+
+    With n non-zero differences the smallest two-sided p of the sign test, and of the signed-rank test, is 2 / 2^n
+    (every sign the same): 0.0625 with 5 tasks, 0.031 with 6. Below this count no data could support a label.
+    """
+    n = 1
+    while 2 / 2**n > alpha:
+        n += 1
+    return n
+
+
+MIN_TASKS_FOR_LABEL = min_tasks_for_label()
+
+NO_TASKS = "no tasks paired"
+ONE_TASK = "one task: no inference"
+TOO_FEW = "too few tasks: no inference"
+UNCLEAR = "no clear difference"
+BETTER = "b better"
+WORSE = "b worse"
+READINGS = (NO_TASKS, ONE_TASK, TOO_FEW, UNCLEAR, BETTER, WORSE)
+
+
+def reading(result: PairedResult, higher_is_better: bool) -> str:
+    """The label of one comparison: better or worse only when at least MIN_TASKS_FOR_LABEL tasks are paired, the
+    95% interval excludes 0, both tests give p <= ALPHA, and all three point the same way."""
+    if result.tasks == 0:
+        return NO_TASKS
+    if result.tasks == 1:
+        return ONE_TASK
+    if result.tasks < MIN_TASKS_FOR_LABEL:
+        return TOO_FEW
+    if (result.ci_low is None or result.ci_high is None or result.sign_p is None or result.wilcoxon_p is None
+            or result.wilcoxon_statistic is None or result.sign_p > ALPHA or result.wilcoxon_p > ALPHA):
+        return UNCLEAR
+    if result.ci_low <= 0 <= result.ci_high:
+        return UNCLEAR
+    up = result.ci_low > 0
+    # Which way each test leans: more positive signs; W+ above half the rank total m(m+1)/2 of m non-zero ones.
+    nonzero = result.positive + result.negative
+    if (result.positive > result.negative) != up or (result.wilcoxon_statistic > nonzero * (nonzero + 1) / 4) != up:
+        return UNCLEAR
+    return BETTER if up == higher_is_better else WORSE
 
 
 def sign_test(positive: int, negative: int) -> float | None:
