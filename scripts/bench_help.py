@@ -60,8 +60,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--folder", type=Path, default=ROOT / "scripts",
+                        help="the scripts to time (e.g. an earlier version's, for before/after figures)")
+    parser.add_argument("--only", nargs="*", default=None, help="only these script names")
     args = parser.parse_args()
-    rows = {p.name: measure(p, args.repeats) for p in sorted((ROOT / "scripts").glob("*.py"))}
+    rows = {p.name: measure(p, args.repeats) for p in sorted(args.folder.glob("*.py"))
+            if args.only is None or p.name in args.only}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, median of {args.repeats}")
     print("| script | median s | max s | max RSS MiB | heavy imports |\n|---|---:|---:|---:|---|")
     for name, row in rows.items():
