@@ -18,7 +18,7 @@ from asyncodebench.dataset.publish import assemble
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB_FILES = {
-    "README.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.cff",
+    "README.md", "eval.yaml", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.cff",
     "data/tasks/test-00000-of-00001.parquet",
     "data/scenarios/test-00000-of-00001.parquet",
     "data/dependencies/test-00000-of-00001.parquet",
@@ -66,7 +66,7 @@ def files_under(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
 
 
-def test_assemble_copies_exactly_the_card_parquet_license_notices_citation_and_pictures(tmp_path: Path) -> None:
+def test_assemble_copies_exactly_the_card_eval_yaml_parquet_license_citation_and_pictures(tmp_path: Path) -> None:
     listed = assemble(tmp_path / "hub")
     assert files_under(tmp_path / "hub") == HUB_FILES
     assert {f.path for f in listed} == HUB_FILES

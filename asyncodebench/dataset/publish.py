@@ -1,7 +1,8 @@
 """Assemble the Hub folder of a release and upload it.
 
-The Hub gets the card, the Parquet files, the license files and the citation; never the builder or the sources
-(a `<repo name>.py` at the root of a Hub repo makes `load_dataset` refuse it since datasets 4.0).
+The Hub gets the card, the benchmark declaration (`eval.yaml`), the Parquet files, the license files and the
+citation; never the builder or the sources (a `<repo name>.py` at the root of a Hub repo makes `load_dataset`
+refuse it since datasets 4.0).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from asyncodebench.dataset.export import PARQUET_NAME
 from asyncodebench.dataset.features import FEATURES
 
 ROOT = Path(__file__).resolve().parents[2]
-TOP_LEVEL_FILES = ("README.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.cff")
+# eval.yaml registers the dataset as a Hub benchmark (the leaderboard of `.eval_results/` scores); it sits at the root.
+TOP_LEVEL_FILES = ("README.md", "eval.yaml", "LICENSE", "THIRD_PARTY_NOTICES.md", "CITATION.cff")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,195 @@
+"""A finished run as a model repo's Hub Eval Results: one `.eval_results/asyncodebench_<protocol>.yaml` per protocol.
+
+Format: https://huggingface.co/docs/hub/eval-results. Each file holds one result, the protocol's final success rate
+(FSR) in percent for the task of `eval.yaml` named after the protocol, with the dataset's commit as its revision and,
+in `notes`, the kit version, the run id and a digest of the images the run used (the files carry only documented
+fields, so the Hub's validation accepts them). Every image's pinned reference is in a provenance JSON beside them,
+which `source.url` links to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from asyncodebench.dataset.protocols import PROTOCOLS
+
+ROOT = Path(__file__).resolve().parents[2]
+EVAL_YAML = ROOT / "eval.yaml"
+SCHEMA = ROOT / "schemas" / "eval_results.schema.json"
+REPORT_SCHEMA = ROOT / "schemas" / "report.schema.json"
+RESULTS_FOLDER = ".eval_results"
+PROVENANCE_FOLDER = "asyncodebench_runs"  # outside .eval_results, whose every file the Hub parses as results
+FRAMEWORK = "asyncodebench"
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+class ResultsError(ValueError):
+    """The run or the arguments cannot make results; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """One file for the model repo: its path in the repo and its text."""
+
+    path: str
+    text: str
+
+
+def load_finished_report(run_dir: Path) -> dict[str, Any]:
+    """The run's report.json, checked against its schema; refused when the folder is no run or the run is unfinished."""
+    if not run_dir.is_dir():
+        raise ResultsError(f"{run_dir} is not a folder: give a run folder that scripts/evaluate.py wrote "
+                           "(runs/<run id>/)")
+    report_path = run_dir / "report.json"
+    if not report_path.is_file():
+        if (run_dir / "settings.json").is_file() or (run_dir / "predictions").is_dir():
+            raise ResultsError(f"{run_dir} has no report.json: the run has not finished; rerun "
+                               "`python scripts/evaluate.py PREDICTIONS --run-id <its run id>` to finish it")
+        raise ResultsError(f"{run_dir} is not a run folder (no report.json): give the folder scripts/evaluate.py "
+                           "wrote (runs/<run id>/)")
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        schema = json.loads(REPORT_SCHEMA.read_text(encoding="utf-8"))
+        jsonschema.validate(report, schema)
+    except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
+        raise ResultsError(f"{report_path} is not a valid run report ({str(exc).splitlines()[0]}); rerun "
+                           "`python scripts/evaluate.py PREDICTIONS --run-id <its run id> --rescore` to rewrite it"
+                           ) from exc
+    left = report["counts"]["not_evaluated"]
+    if left:
+        raise ResultsError(f"{run_dir}: {left} predictions were not evaluated, the run is unfinished; rerun "
+                           "`python scripts/evaluate.py PREDICTIONS --run-id <its run id>` to finish it")
+    return report
+
+
+def eval_yaml_tasks(path: Path = EVAL_YAML) -> list[str]:
+    """The task ids the benchmark's eval.yaml declares."""
+    return [task["id"] for task in yaml.safe_load(path.read_text(encoding="utf-8"))["tasks"]]
+
+
+def pick_model(report: dict[str, Any], model: str | None) -> str:
+    """The run's one model, or the one asked for; a run with several needs `--model`."""
+    models = sorted({row["model_name_or_path"] for row in report["summary"]})
+    if model is None:
+        if len(models) != 1:
+            raise ResultsError(f"the run holds {len(models)} models ({', '.join(models)}): choose one with --model")
+        return models[0]
+    if model not in models:
+        raise ResultsError(f"the run has no model {model!r}; it holds: {', '.join(models)}")
+    return model
+
+
+def dataset_ref(report: dict[str, Any], dataset_id: str | None, revision: str | None) -> tuple[str, str]:
+    """The Hub dataset and the commit the results are for: the run's own, or the ones given for a local folder."""
+    dataset = report["run"]["dataset"]
+    if dataset["source"] == "hub":
+        dataset_id = dataset_id or dataset["id"]
+        revision = revision or dataset["resolved_commit"]
+    if not dataset_id or not revision:
+        where = dataset.get("id")
+        raise ResultsError(f"the run read the dataset from {where} without a Hub commit: pass --dataset-id and "
+                           "--dataset-revision (the 40-hex commit of the published revision those rows are)")
+    if not REPO_ID.match(dataset_id):
+        raise ResultsError(f"--dataset-id {dataset_id!r} is not a Hub id: give it as ORG/NAME")
+    if not COMMIT.match(revision):
+        raise ResultsError(f"dataset revision {revision!r} is not a commit hash: give the 40-hex commit "
+                           "(a tag such as v0.4.2 can move)")
+    return dataset_id, revision
+
+
+def image_digest(images: dict[str, Any]) -> str:
+    """A short digest over every task's pinned image reference, so a results line names its exact image set."""
+    lines = sorted(f"{info['task_id']} {info['pinned_ref']}\n" for info in images.values())
+    return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
+
+
+def build_files(report: dict[str, Any], model_repo: str, endpoint: str, *, model: str | None = None,
+                dataset_id: str | None = None, revision: str | None = None,
+                eval_yaml: Path = EVAL_YAML) -> list[ResultsFile]:
+    """The model repo's results files (one per protocol the model ran) and the run's provenance file."""
+    if not REPO_ID.match(model_repo or ""):
+        raise ResultsError(f"--model-repo {model_repo!r} is not a Hub model id: give it as ORG/NAME")
+    model = pick_model(report, model)
+    dataset_id, revision = dataset_ref(report, dataset_id, revision)
+    run = report["run"]
+    rows = [row for row in report["summary"] if row["model_name_or_path"] == model]
+    broken = [f"{row['protocol']}: {row['infrastructure_errors']}" for row in rows if row["infrastructure_errors"]]
+    if broken:
+        raise ResultsError(f"{model} has infrastructure errors ({'; '.join(broken)}), so its scores leave tasks "
+                           "out: fix the cause and rerun the same --run-id, then publish")
+    tasks = set(eval_yaml_tasks(eval_yaml))
+    images = run["images"]
+    provenance_path = f"{PROVENANCE_FOLDER}/{run['run_id']}.json"
+    source_url = f"{endpoint.rstrip('/')}/{model_repo}/blob/main/{provenance_path}"
+    files = []
+    for row in sorted(rows, key=lambda r: PROTOCOLS.index(r["protocol"]) if r["protocol"] in PROTOCOLS else 99):
+        if row["protocol"] not in tasks:
+            raise ResultsError(f"protocol {row['protocol']!r} is no task of eval.yaml ({', '.join(sorted(tasks))})")
+        fsr = row["fsr"]["mean"]
+        if fsr is None:
+            continue  # nothing scored under this protocol: no leaderboard value to give
+        entry = {
+            "dataset": {"id": dataset_id, "task_id": row["protocol"], "revision": revision},
+            "value": round(fsr * 100, 2),
+            "date": run["finished_at"][:10],
+            "source": {"url": source_url, "name": "AsynCodeBench run provenance"},
+            "evaluation_framework": FRAMEWORK,
+            "notes": (f"FSR % over {row['tasks']} tasks; AsynCodeBench kit {run['tool']['version']}; "
+                      f"run {run['run_id']}; images sha256:{image_digest(images)}"),
+        }
+        files.append(ResultsFile(f"{RESULTS_FOLDER}/{FRAMEWORK}_{row['protocol']}.yaml", dump_results([entry])))
+    if not files:
+        raise ResultsError(f"{model} has no scored protocol in this run: nothing to publish")
+    provenance = {
+        "model_name_or_path": model, "run_id": run["run_id"], "kit": run["tool"],
+        "dataset": {**run["dataset"], "published_id": dataset_id, "published_revision": revision},
+        "finished_at": run["finished_at"], "image_set_sha256": image_digest(images),
+        "images": {info["task_id"]: info["pinned_ref"] for info in images.values()},
+        "summary": rows,
+    }
+    files.append(ResultsFile(provenance_path, json.dumps(provenance, indent=2, sort_keys=True) + "\n"))
+    return files
+
+
+def dump_results(entries: list[dict[str, Any]]) -> str:
+    """The YAML text of a results file, checked against schemas/eval_results.schema.json first."""
+    validate_results(entries)
+    return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True)
+
+
+def validate_results(entries: Any) -> None:
+    """Raise ResultsError naming the first problem when `entries` is not a valid results file."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    try:
+        jsonschema.validate(entries, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+        raise ResultsError(f"results file invalid at {where}: {exc.message}") from exc
+
+
+def write_files(files: list[ResultsFile], out_dir: Path) -> None:
+    """Write the files under `out_dir` (a checkout of the model repo)."""
+    for f in files:
+        target = out_dir / f.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f.text, encoding="utf-8")
+
+
+def push(files: list[ResultsFile], model_repo: str, token: str, create_pr: bool) -> str:
+    """Commit the files to the model repo (as a pull request when asked); return the commit's URL."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    api = HfApi(token=token)
+    operations = [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.text.encode()) for f in files]
+    info = api.create_commit(repo_id=model_repo, repo_type="model", operations=operations, create_pr=create_pr,
+                             commit_message="Add AsynCodeBench evaluation results")
+    return info.pr_url if create_pr and info.pr_url else info.commit_url
