@@ -8,6 +8,7 @@ fixtures and hooks live here; what tests import lives in tests/helpers/.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,12 @@ from helpers.demo_run import (
 )
 from helpers.load import CpuLoad, RunSampler
 from helpers.predictions import example_predictions, latin1_escaped_line, latin1_raw_line
+
+
+def session_run_id(name: str) -> str:
+    """A run id of this test session's own: another session on the machine (CI beside a developer's run) may run
+    the same fixture at the same time, and containers are counted and sampled by run id."""
+    return f"{name}-{secrets.token_hex(3)}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -107,10 +114,11 @@ def shared_demo_run(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun])
              "--pids", str(SHARED_RUN_PIDS))
     # On a loaded machine: the load average climbs past 4x the CPU count during the run (its own test checks it);
     # 24 always-runnable processes take it past 8 within about 25 s, well before the run ends.
-    with CpuLoad(), RunSampler("shared-demo") as sampler:
-        run = evaluate(lines, demo_dataset.path, *flags, run_id="shared-demo")
-    run.extra.update(sampler=sampler, lines=lines,
-                     containers_left=run_containers("shared-demo"), escape_file_exists=escape.exists())
+    run_id = session_run_id("shared-demo")
+    with CpuLoad(), RunSampler(run_id) as sampler:
+        run = evaluate(lines, demo_dataset.path, *flags, run_id=run_id)
+    run.extra.update(sampler=sampler, lines=lines, run_id=run_id,
+                     containers_left=run_containers(run_id), escape_file_exists=escape.exists())
     yield run
 
 
@@ -140,8 +148,9 @@ def native_demo_run(native_demo_dataset: DemoDataset, evaluate: Callable[..., Ev
     lines.sort(key=lambda p: p["model_name_or_path"] not in slow_first)
     flags = (*FAST_FLAGS, "--max-workers", "2", "--memory", SHARED_RUN_MEMORY, "--pids", str(SHARED_RUN_PIDS),
              "--build-timeout", str(NATIVE_RUN_BUILD_SECONDS), "--build-space", "256m")
-    run = evaluate(lines, native_demo_dataset.path, *flags, run_id="native-demo")
-    run.extra.update(lines=lines, containers_left=run_containers("native-demo"))
+    run_id = session_run_id("native-demo")
+    run = evaluate(lines, native_demo_dataset.path, *flags, run_id=run_id)
+    run.extra.update(lines=lines, run_id=run_id, containers_left=run_containers(run_id))
     return run
 
 

@@ -61,7 +61,7 @@ def test_every_line_is_evaluated_and_nothing_is_left_behind(native_demo_run: Eva
                              text=True, check=True).stdout.split()
     labels = [subprocess.run(["docker", "volume", "inspect", "-f", f'{{{{index .Labels "{LABEL_RUN}"}}}}', v],
                              capture_output=True, text=True).stdout.strip() for v in volumes]
-    assert not [label for label in labels if label.startswith("native-demo-")]  # base, overlay and upper volumes
+    assert not [label for label in labels if label.startswith(run.extra["run_id"])]  # base, overlay, upper volumes
     baseline = run.report["run"]["baselines"][NATIVE_DEMO_TASK]
     assert baseline["matches_recorded"] is True and baseline["counts"]["passed"] == BASE_PASSED  # built at base too
 
