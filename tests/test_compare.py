@@ -22,6 +22,8 @@ import pytest
 from helpers.checkout import ROOT, SCRIPTS, script_env
 from scipy import stats
 
+from asyncodebench.dataset.publish import hub_files
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.compare import Run, compare_runs
 from asyncodebench.reports.htmlcompare import render_compare
@@ -255,7 +257,10 @@ def test_the_notes_explain_the_rules_in_words_and_link_to_the_kits_metrics_docum
     text = " ".join(note["text"] for note in record["notes"])
     assert "one task: no inference" in text and "at least 6 tasks" in text and "2 to 5 tasks read" in text
     assert "T differs" in text and "{" not in text
-    assert (ROOT / "docs" / "METRICS.md").as_uri() + "#decisions-for-this-project" in render_compare(record)
+    assert (ROOT / "docs" / "METRICS.md").is_file()
+    hub_copy = f"https://huggingface.co/datasets/{DEFAULT_DATASET}/blob/{DEFAULT_REVISION}/docs/METRICS.md"
+    assert f"{hub_copy}#decisions-for-this-project" in render_compare(record)
+    assert Path("docs/METRICS.md") in hub_files()  # the card links it, so the Hub has the page the link opens
 
 
 # --- the script ------------------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ HUB_FILES = {
     # the pictures the card shows, so they are not broken on the Hub
     "docs/screenshots/report-demo.png", "docs/screenshots/report-synthetic-timelines.png",
     "docs/screenshots/compare-synthetic.png",
+    # the kit's documents the card links to, so its links (and the comparison page's notes) open on the Hub
+    "docs/METRICS.md", "docs/probe_attribution.md",
 }
 
 

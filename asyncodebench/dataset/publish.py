@@ -37,6 +37,9 @@ def hub_files(root: Path = ROOT) -> list[Path]:
     # The pictures the card shows by relative path, so they are not broken on the Hub.
     readme = (root / "README.md").read_text(encoding="utf-8") if (root / "README.md").is_file() else ""
     files += [Path(link) for link in dict.fromkeys(re.findall(r"!\[[^\]]*\]\(((?!https?:)[^)\s]+)\)", readme))]
+    # The kit's documents the card links to (docs/*.md), for the same reason.
+    files += [Path(link) for link in dict.fromkeys(re.findall(r"(?<!!)\[[^\]]*\]\((docs/[^)\s#]+\.md)(?:#[^)\s]*)?\)",
+                                                              readme))]
     missing = [str(f) for f in files if not (root / f).is_file()]
     if missing:
         raise FileNotFoundError(f"cannot assemble the Hub folder, missing: {', '.join(missing)} "

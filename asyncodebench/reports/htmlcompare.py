@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.reports import htmlsvg
 from asyncodebench.reports.htmlpage import render
 
@@ -36,11 +37,13 @@ def _scale(record: dict[str, Any]) -> float:
 
 
 def note_href(link: str) -> str | None:
-    """Where a note's link opens from a page that may be written anywhere: the kit's own copy of the document, by
-    absolute file address; None (shown as text) when this kit has no such file."""
+    """Where a note's link opens from a page that may be written anywhere, or sent to someone else: the document's
+    copy in the release's Hub repository (the card links it, so it is published with it); None (shown as text) when
+    this kit has no such file to publish."""
     path, _, anchor = link.partition("#")
-    document = KIT_ROOT / path
-    return f"{document.as_uri()}#{anchor}" if document.is_file() else None
+    if not (KIT_ROOT / path).is_file():
+        return None
+    return f"https://huggingface.co/datasets/{DEFAULT_DATASET}/blob/{DEFAULT_REVISION}/{path}#{anchor}"
 
 
 def view_rows(view: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
