@@ -240,7 +240,8 @@ def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_exe
     assert wait_for(started, 180), "the run never got going"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130 and "resume with --run-id ctrlc" in stderr, stderr[-3000:]
+    hint = stderr.split("resume with:", 1)[-1]
+    assert process.returncode == 130 and "--run-id ctrlc" in hint and "--executor ray" in hint, stderr[-3000:]
     assert leftovers(cluster, "ctrlc") == {"node-a": [], "node-b": []}
     finished = len(result_files(tmp_path / "ctrlc"))
     assert 1 <= finished < len(MODELS)  # cancelled work recorded nothing
