@@ -167,6 +167,55 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
                              "memory; Docker size)")
 
 
+def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
+    """--repo-pattern, --reference-revision, --overlays-dir, --overlays-url: where the scripts that run a task's
+    reference state (check_claims.py, attribute_probes.py) find its repository and overlays."""
+    parser.add_argument("--repo-pattern", default=None,
+                        help="where each task's repository is, {name} = task name (default: the row's repository_url)")
+    parser.add_argument("--reference-revision", default=None,
+                        help="the commit holding the complete code (default: the base revision's parent)")
+    parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout holding the overlay patches")
+    parser.add_argument("--overlays-url", default=None, help="base URL to fetch the overlay patches from")
+
+
+def task_overlays(args: argparse.Namespace, spec: TaskSpec) -> dict[str, bytes]:
+    """The task's overlay patches from --overlays-dir / --overlays-url (none for a task without overlays).
+
+    Raises:
+        Exit: EXIT_INFRASTRUCTURE when an overlay cannot be had.
+    """
+    from asyncodebench.harness.overlays import OverlayError, OverlaySource
+
+    if not spec.overlays:
+        return {}
+    try:
+        return OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays)
+    except OverlayError as exc:
+        raise Exit(EXIT_INFRASTRUCTURE, str(exc)) from exc
+
+
+def reference_patch(args: argparse.Namespace, row: dict[str, Any], spec: TaskSpec, overlays: dict[str, bytes]
+                    ) -> bytes:
+    """The patch from the overlaid base to the reference state, restricted to every agent's writable paths, from the
+    repository --repo-pattern names (default: the row's repository_url).
+
+    Raises:
+        Exit: EXIT_INFRASTRUCTURE when the repository or a revision cannot be had.
+    """
+    from asyncodebench.images import validation
+    from asyncodebench.images.task_build import BuildError
+    from asyncodebench.images.toolkit import cache_dir
+
+    name = spec.task_id.split(":", 1)[1]
+    repo = args.repo_pattern.format(name=name) if args.repo_pattern else row["repository_url"]
+    paths = tuple(dict.fromkeys([*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
+    try:
+        return validation.reference_patch(repo, cache_dir(), spec.base_revision, args.reference_revision, paths,
+                                          overlays)[1]
+    except BuildError as exc:
+        raise Exit(EXIT_INFRASTRUCTURE, str(exc)) from exc
+
+
 def settings(args: argparse.Namespace, run_probes: bool) -> Settings:
     """The evaluation settings the flags of `add_limit_arguments` give."""
     from asyncodebench.harness.evaluation import Settings

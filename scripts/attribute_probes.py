@@ -25,11 +25,8 @@ from pathlib import Path
 from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.harness.evaluation import Workbench, new_run_id
-from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers, remove_run_volumes
-from asyncodebench.images import attribution, image_map, validation
-from asyncodebench.images.task_build import BuildError
-from asyncodebench.images.toolkit import cache_dir
+from asyncodebench.images import attribution, image_map
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -39,12 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--images", type=Path, required=True, metavar="MAP", help="image map naming the images")
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id, or a local published folder")
     parser.add_argument("--revision", default=DEFAULT_REVISION, help="Hub revision (tag, branch or commit)")
-    parser.add_argument("--repo-pattern", default=None,
-                        help="where each task's repository is, {name} = task name (default: the row's repository_url)")
-    parser.add_argument("--reference-revision", default=None,
-                        help="the commit holding the complete code (default: the base revision's parent)")
-    parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout holding the overlay patches")
-    parser.add_argument("--overlays-url", default=None, help="base URL to fetch the overlay patches from")
+    cli.add_reference_arguments(parser)
     parser.add_argument("--record", nargs="?", const=attribution.RECORD_FILE, default=None, type=Path,
                         metavar="FILE", help="update the record file (default data/probe_attribution.json)")
     parser.add_argument("--out", type=Path, default=Path("build/attribution"), help="folder for attribution.json")
@@ -58,18 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def trace_task(task_id: str, args: argparse.Namespace) -> dict[str, dict]:
     row, spec = cli.task(args.dataset, args.revision, task_id, args.images)
     dependencies = [d for d in cli.load_rows(args.dataset, args.revision).rows.dependencies if d["task_id"] == task_id]
-    try:
-        overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays) \
-            if spec.overlays else {}
-    except OverlayError as exc:
-        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
-    repo = args.repo_pattern.format(name=task_id.split(":", 1)[1]) if args.repo_pattern else row["repository_url"]
-    paths = tuple(dict.fromkeys([*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
-    try:
-        patch = validation.reference_patch(repo, cache_dir(), spec.base_revision, args.reference_revision, paths,
-                                         overlays)[1]
-    except BuildError as exc:
-        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+    overlays = cli.task_overlays(args, spec)
+    patch = cli.reference_patch(args, row, spec, overlays)
     run_id = f"attribution-{new_run_id()}"
     client = cli.client_for_image(spec)
     try:

@@ -29,11 +29,8 @@ import yaml
 from asyncodebench import cli
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.harness.evaluation import Workbench, new_run_id
-from asyncodebench.harness.overlays import OverlayError, OverlaySource
 from asyncodebench.harness.sandbox import SandboxUnavailableError, remove_run_containers, remove_run_volumes
-from asyncodebench.images import claims, validation
-from asyncodebench.images.task_build import BuildError
-from asyncodebench.images.toolkit import cache_dir
+from asyncodebench.images import claims
 
 AUDIT_DIR = Path(__file__).resolve().parent.parent / "data" / "tasks"
 
@@ -46,12 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id, or a local published folder")
     parser.add_argument("--revision", default=DEFAULT_REVISION, help="Hub revision (tag, branch or commit)")
     parser.add_argument("--audit-dir", type=Path, default=AUDIT_DIR, help="folder of <name>.audit.yaml")
-    parser.add_argument("--repo-pattern", default=None,
-                        help="where each task's repository is, {name} = task name (default: the row's repository_url)")
-    parser.add_argument("--reference-revision", default=None,
-                        help="the commit holding the complete code (default: the base revision's parent)")
-    parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout holding the overlay patches")
-    parser.add_argument("--overlays-url", default=None, help="base URL to fetch the overlay patches from")
+    cli.add_reference_arguments(parser)
     parser.add_argument("--claims", nargs="*", default=None, metavar="ID", help="run only these claims' checks")
     parser.add_argument("--record", nargs="?", const=claims.RECORD_FILE, default=None, type=Path, metavar="FILE",
                         help="update the record file (default data/claim_checks.json) with each task's run")
@@ -81,21 +73,10 @@ def check_task(task_id: str, args: argparse.Namespace) -> tuple[claims.ClaimSet,
     row, spec = cli.task(args.dataset, args.revision, task_id, args.images)
     if not checks:
         return claim_set, [], spec.pinned_ref
-    try:
-        overlays = OverlaySource(directory=args.overlays_dir, url=args.overlays_url).load(spec.overlays) \
-            if spec.overlays else {}
-    except OverlayError as exc:
-        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
-    name = task_id.split(":", 1)[1]
-    repo = args.repo_pattern.format(name=name) if args.repo_pattern else row["repository_url"]
-    paths = tuple(dict.fromkeys([*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
+    overlays = cli.task_overlays(args, spec)
     patches = {"base": b""}
     if any(c.at == "reference" for c in checks):
-        try:
-            patches["reference"] = validation.reference_patch(repo, cache_dir(), spec.base_revision,
-                                                              args.reference_revision, paths, overlays)[1]
-        except BuildError as exc:
-            raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+        patches["reference"] = cli.reference_patch(args, row, spec, overlays)
     run_id = f"claims-{new_run_id()}"
     client = cli.client_for_image(spec)
     try:
