@@ -26,10 +26,6 @@ import sys
 from pathlib import Path
 
 from asyncodebench import cli
-from asyncodebench.files import write_atomic
-from asyncodebench.reports.compare import compare_runs, csv_text, load_run
-from asyncodebench.reports.htmlcompare import render_compare
-from asyncodebench.run.store import write_json
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -52,6 +48,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 @cli.entry_point
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # Imported after parsing, so --help loads no heavy dependency (tests/test_script_help.py).
+    from asyncodebench.files import write_atomic
+    from asyncodebench.reports.compare import compare_runs, csv_text, load_run
+    from asyncodebench.reports.htmlcompare import render_compare
+    from asyncodebench.run.store import write_json
+
     runs = []
     for path in args.runs:
         try:

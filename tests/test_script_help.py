@@ -12,9 +12,7 @@ from helpers.checkout import ROOT, script_env
 
 # Each takes tenths of a second or more to import, and none is needed to parse arguments.
 HEAVY = ("datasets", "pandas", "pyarrow", "docker", "jsonschema", "ray", "matplotlib", "huggingface_hub")
-# Owned by other work in progress (issue 20's comparison and results publishing); checked once that lands.
-ELSEWHERE = {"compare.py", "publish_results.py"}
-SCRIPTS = sorted(p.name for p in (ROOT / "scripts").glob("*.py") if p.name not in ELSEWHERE)
+SCRIPTS = sorted(p.name for p in (ROOT / "scripts").glob("*.py"))
 
 CHECK = """
 import json, runpy, sys
