@@ -1,0 +1,1 @@
+"""Run agents under the execution protocols and write predictions `evaluate.py` scores (scripts/run_agents.py)."""

@@ -1,0 +1,216 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1 that replays per-agent scripts: tests and demos
+run the real client library and the real agent loop without a model.
+
+A scripts file is a JSON object: a script name -> the list of assistant replies to give, in order. A reply is a
+string (one bash command, sent as one `bash` tool call), or an object `{"content": "...", "commands": ["...", ...]}`
+(one tool call per command; no commands makes a reply without a tool call, which agents reject as a format error).
+
+The client names its agent in the request: the model `scripted/<name>` (or the header `X-Scripted-Agent: <name>`).
+A name may have `/`-separated parts, most general last (the runner sends `<task>/<protocol>/<agent>`); the script
+used is the first key found among the name and its tails (`<task>/<protocol>/<agent>`, `<protocol>/<agent>`,
+`<agent>`), and each full name replays its script from the start, so one script serves the same agent in several
+scenarios. A name with no script, or whose script is used up, gets a 400 answer saying so. Token counts are
+approximate (characters / 4), but returned in the usage block as a real server does.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+MODEL_PREFIX = "scripted/"
+AGENT_HEADER = "X-Scripted-Agent"
+MAX_REQUEST_BYTES = 64 << 20
+
+
+class ScriptError(ValueError):
+    """A scripts file that cannot be replayed (not JSON, or a reply of the wrong shape)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One assistant reply: its text and the bash commands it calls (one tool call each)."""
+
+    content: str
+    commands: tuple[str, ...]
+
+
+def parse_scripts(value: Any, where: str = "scripts") -> dict[str, tuple[Reply, ...]]:
+    """Scripts from their JSON value (see the module docstring).
+
+    Raises:
+        ScriptError: naming the script and reply that is wrong, and what to give instead.
+    """
+    if not isinstance(value, dict) or not value:
+        raise ScriptError(f"{where}: give a JSON object mapping each agent name to its list of replies")
+    scripts = {}
+    for name, replies in value.items():
+        if not isinstance(replies, list):
+            raise ScriptError(f"{where}: the script {name!r} must be a list of replies")
+        scripts[name] = tuple(_reply(r, f"{where}: {name!r} reply {i + 1}") for i, r in enumerate(replies))
+    return scripts
+
+
+def load_scripts(path: Path) -> dict[str, tuple[Reply, ...]]:
+    """The scripts of a JSON file (see `parse_scripts`).
+
+    Raises:
+        ScriptError: the file cannot be read, is not JSON, or holds a reply of the wrong shape.
+    """
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ScriptError(f"{path}: not a readable JSON scripts file ({exc})") from exc
+    return parse_scripts(value, str(path))
+
+
+def _reply(value: Any, where: str) -> Reply:
+    if isinstance(value, str):
+        return Reply("", (value,))
+    if isinstance(value, dict) and set(value) <= {"content", "commands"}:
+        content, commands = value.get("content", ""), value.get("commands", [])
+        if isinstance(content, str) and isinstance(commands, list) and all(isinstance(c, str) for c in commands):
+            return Reply(content, tuple(commands))
+    raise ScriptError(f"{where}: give a bash command (a string) or {{\"content\": text, \"commands\": [strings]}}")
+
+
+def approximate_tokens(text: str) -> int:
+    """A stand-in for a tokenizer: one token per four characters, at least one for any text."""
+    return (len(text) + 3) // 4
+
+
+class ScriptedServer:
+    """`with ScriptedServer(scripts) as server:` serves `server.base_url` until the block ends."""
+
+    def __init__(self, scripts: dict[str, tuple[Reply, ...]], port: int = 0) -> None:
+        self.scripts = scripts
+        self.served: dict[str, int] = {}  # full agent name -> replies given so far
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="scripted-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL clients are given (`.../v1`)."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> ScriptedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+    def next_reply(self, name: str) -> Reply:
+        """The next reply of the agent `name`.
+
+        Raises:
+            LookupError: no script for the name, or its script is used up (the message says which).
+        """
+        parts = name.split("/")
+        key = next(("/".join(parts[i:]) for i in range(len(parts)) if "/".join(parts[i:]) in self.scripts), None)
+        if key is None:
+            raise LookupError(f"no script for agent {name!r}: the scripts file has {sorted(self.scripts)}; add a "
+                              f"key for it (its full name or its last part)")
+        with self.lock:
+            index = self.served.get(name, 0)
+            if index >= len(self.scripts[key]):
+                raise LookupError(f"the script {key!r} of agent {name!r} is used up: all {index} replies were given; "
+                                  "add replies, or end the script with the agent's submit command")
+            self.served[name] = index + 1
+        return self.scripts[key][index]
+
+
+def completion(model: str, reply: Reply, prompt_tokens: int) -> dict[str, Any]:
+    """A chat.completion object carrying `reply`, as an OpenAI-compatible server answers."""
+    calls = [{"id": f"call_{uuid.uuid4().hex[:16]}", "type": "function",
+              "function": {"name": "bash", "arguments": json.dumps({"command": c})}} for c in reply.commands]
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if calls:
+        message["tool_calls"] = calls
+    completion_tokens = approximate_tokens(reply.content + "".join(reply.commands))
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def prompt_text(messages: Any) -> str:
+    """The text of a request's messages (string contents and text parts), for the prompt token count."""
+    texts = []
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "\n".join(texts)
+
+
+def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass  # requests are the test's business, not stderr's
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            if self.path.rstrip("/").endswith("/models"):
+                names = [{"id": f"{MODEL_PREFIX}{k}", "object": "model"} for k in sorted(server.scripts)]
+                self._send(200, {"object": "list", "data": names})
+            else:
+                self._error(404, f"no such endpoint {self.path}; POST {server.base_url}/chat/completions")
+
+        def do_POST(self) -> None:  # noqa: N802
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._error(404, f"no such endpoint {self.path}; POST {server.base_url}/chat/completions")
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_REQUEST_BYTES:
+                self._error(413, f"request larger than {MAX_REQUEST_BYTES} bytes")
+                return
+            try:
+                body = json.loads(self.rfile.read(length))
+            except ValueError:
+                self._error(400, "the request body is not JSON")
+                return
+            if not isinstance(body, dict):
+                self._error(400, "the request body must be a JSON object")
+                return
+            if body.get("stream"):
+                self._error(400, "the scripted server does not stream; ask without stream=true")
+                return
+            model = str(body.get("model") or "")
+            name = self.headers.get(AGENT_HEADER) or model.removeprefix(MODEL_PREFIX)
+            try:
+                reply = server.next_reply(name)
+            except LookupError as exc:
+                self._error(400, str(exc), "script_exhausted")
+                return
+            self._send(200, completion(model, reply, approximate_tokens(prompt_text(body.get("messages")))))
+
+        def _error(self, status: int, message: str, code: str = "bad_request") -> None:
+            self._send(status, {"error": {"message": f"scripted server: {message}", "type": "invalid_request_error",
+                                          "code": code}})
+
+        def _send(self, status: int, value: dict[str, Any]) -> None:
+            data = json.dumps(value).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
