@@ -169,17 +169,19 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
     from asyncodebench.reports.plots import plot_resolution
     from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
     from asyncodebench.run import store
-    from asyncodebench.run.runner import run, run_metadata
+    from asyncodebench.run.runner import begin_session, end_session, run, run_metadata
 
     print(f"run {config.run_id}: {len(state.file.predictions)} predictions -> {config.run_dir}", file=sys.stderr)
+    begin_session(config, state)
     try:
         with tqdm(total=len(state.file.predictions), desc="evaluating", unit="pred", file=sys.stderr) as bar:
             results = run(config, state, bar)
     except KeyboardInterrupt as stop:
+        end_session(config, state, "interrupted")
         print("\ninterrupted: finished predictions are saved and the run's containers removed; resume with:\n  "
               + cli.resume_command(__file__, argv, config.run_id), file=sys.stderr)
         return cli.EXIT_TERMINATED if isinstance(stop, Terminated) else cli.EXIT_INTERRUPTED
-    metadata = {**run_metadata(config, state), "dependency_points": dependency_points(state.specs)}
+    metadata = {**run_metadata(config, state, end_session(config, state, "finished")), "dependency_points": dependency_points(state.specs)}
     report = build_report(metadata, state.file, results)
     # The reports first: the plot is an extra that must never cost them.
     store.write_json(config.run_dir / "report.json", report)

@@ -92,3 +92,17 @@ def test_rescore_reproduces_every_result_without_docker(runs: dict[str, Any], de
     assert _results(run_dir) == before
     assert rescored.report["run"]["settings"]["mode"] == "rescore"
     assert rescored.report["predictions"] == runs["uninterrupted"].report["predictions"]
+
+
+def test_the_resumed_report_covers_both_sessions(runs: dict[str, Any]) -> None:
+    """The report of a killed and resumed run starts at the first session's start and lists both sessions: the
+    killed one with its start only (SIGKILL leaves no word), the resumed one with the rest of the work."""
+    run = runs["resumed"].report["run"]
+    killed, resumed = run["sessions"]
+    assert run["started_at"] == killed["started_at"] < resumed["started_at"]
+    assert killed == {"started_at": killed["started_at"], "mode": "evaluate", "finished_at": None, "ended": None,
+                      "evaluated": None}
+    assert resumed["ended"] == "finished" and resumed["finished_at"] == run["finished_at"]
+    assert resumed["evaluated"] == len(MODELS) - len(runs["killed_at"])
+    assert "in 2 sessions" in (runs["resumed"].run_dir / "report.md").read_text()
+    assert len(runs["uninterrupted"].report["run"]["sessions"]) == 1

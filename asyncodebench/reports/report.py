@@ -1,7 +1,8 @@
 """The run report: JSON validated against `schemas/report.schema.json`, with Markdown and CSV beside it.
 
 Scores are macro means over tasks within each (model, protocol) group, with 95% bootstrap intervals over tasks
-(METRICS decision 7). Every valid prediction appears with its outcome; the counts reconcile.
+(METRICS decision 7). Every valid prediction appears with its outcome; the counts reconcile. Each evaluated row
+carries the last lines of its evaluator output (`output_tail`, bounded, as text) for the HTML page's drill-down.
 """
 
 from __future__ import annotations
@@ -9,23 +10,32 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections import defaultdict
+from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.flags import row_flags
-from asyncodebench.run.predictions import PredictionFile
+from asyncodebench.run.predictions import Prediction, PredictionFile
+from asyncodebench.run.runfolder import prediction_path
+from asyncodebench.run.store import OUTPUT
 from asyncodebench.scoring.bootstrap import MeanEstimate, macro_mean
 
 REPORT_SCHEMA_VERSION = "1.0"
+METRICS_DOC = "docs/METRICS.md"  # the kit's copy of the metrics document; notes link to its copy on the Hub
+METRICS_URL = f"https://huggingface.co/datasets/{DEFAULT_DATASET}/blob/{DEFAULT_REVISION}/{METRICS_DOC}"
+OUTPUT_TAIL_LINES, OUTPUT_TAIL_CHARS = 30, 2048  # of evaluator_output.txt, per report row (the file keeps 1 MB)
 NOTES = [
     "Pass rate = passed / expected total; a run that fails to collect, times out or whose patch does not apply "
     "scores 0 against the task's expected total and stays in every mean (the upstream aggregator drops such rows).",
     "Final success = exit code 0, tests collected, no failures or errors, a real (not synthetic) report, no more "
     "skipped + xfailed tests than the task's base state in the same image, no test skipped or xfailed that was "
-    "not skipped or xfailed there, and no fewer tests collected (METRICS decisions 9 and 12); a missing or "
-    "unreadable report is a model outcome scored 0 (decision 10).",
+    "not skipped or xfailed there, and no fewer tests collected; a missing or unreadable report is a model outcome "
+    "scored 0, since the code under test can cause it. The rules for final success, skips and who is to blame, in "
+    f"docs/METRICS.md: {METRICS_URL}#decisions-for-this-project",
     "Edits outside the task's writable paths are flagged, not penalized: the tests are restored anyway.",
     "ADPR = share of the task's dependency points whose integrated probes all pass in the final state; macro over "
     "tasks, micro pooled over dependency points.",
@@ -58,11 +68,43 @@ def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[d
         },
         "line_problems": [{"line": p.line, "kind": p.kind, "message": p.message} for p in file.problems],
         "summary": summarize(results),
-        "predictions": [prediction_row(r) for r in results],
+        "predictions": [_with_output_tail(prediction_row(r), metadata.get("run_folder")) for r in results],
         "notes": NOTES + _unmeasured_notes(evaluated),
     }
     validator("report").validate(report)
     return report
+
+
+# Terminal colour codes and other control characters (tab and newline kept) would only garble the text.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def output_tail(path: Path) -> str | None:
+    """The last lines of an evaluator output file, at most OUTPUT_TAIL_LINES lines and OUTPUT_TAIL_CHARS characters,
+    as plain text (the output is the evaluated code's: pages escape it); None when the file cannot be read."""
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - OUTPUT_TAIL_CHARS))
+            raw = file.read()
+    except OSError:
+        return None
+    text = _CONTROL.sub("\ufffd", _ANSI.sub("", raw.decode("utf-8", errors="replace").replace("\r\n", "\n")))
+    if size > OUTPUT_TAIL_CHARS and "\n" in text:
+        text = text.split("\n", 1)[1]  # the first line was cut by the byte limit
+    return "\n".join(text.strip("\n").split("\n")[-OUTPUT_TAIL_LINES:])
+
+
+def _with_output_tail(row: dict[str, Any], run_folder: str | None) -> dict[str, Any]:
+    """An evaluated row with the end of its evaluator output from the run folder (rows of a report built without a
+    run folder, like the synthetic ones, get none)."""
+    if row["status"] != "evaluated" or not run_folder:
+        return row
+    prediction = Prediction(line=row["line"], task_id=row["task_id"], protocol=row["protocol"],
+                            model=row["model_name_or_path"], run_id=row.get("prediction_run_id"), model_patch="",
+                            checkpoints=(), agent_patches={}, usage={})
+    return {**row, "output_tail": output_tail(Path(run_folder) / prediction_path(prediction) / OUTPUT)}
 
 
 def dependency_points(specs: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -267,6 +309,22 @@ def _image_problems(run: dict[str, Any]) -> list[str]:
     return ["## Image problems", "", *problems, ""] if problems else []
 
 
+def sessions_text(run: dict[str, Any]) -> str:
+    """`, in 3 sessions (...)` for a run that was interrupted and resumed; nothing for a run of one session (or a
+    report written before sessions were recorded)."""
+    sessions = run.get("sessions") or []
+    if len(sessions) < 2:
+        return ""
+    parts = []
+    for s in sessions:
+        evaluated = "?" if s.get("evaluated") is None else s["evaluated"]
+        end = s.get("finished_at") or "ended without a word (killed)"
+        parts.append(f"{s['started_at']} to {end}: {evaluated} evaluated"
+                     f"{', interrupted' if s.get('ended') == 'interrupted' else ''}"
+                     f"{', rescore' if s.get('mode') == 'rescore' else ''}")
+    return f", in {len(sessions)} sessions ({'; '.join(parts)})"
+
+
 def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     """The report as people read it: summary first, then every prediction, then what was skipped.
 
@@ -276,7 +334,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     lines = [
         f"# AsynCodeBench evaluation `{run['run_id']}`", "",
         f"{dataset_source(run['dataset'])}; asyncodebench {run['tool']['version']}, "
-        f"{run['started_at']} to {run['finished_at']}.", "",
+        f"{run['started_at']} to {run['finished_at']}{sessions_text(run)}.", "",
         f"{counts['valid_predictions']} valid predictions: {counts['evaluated']} evaluated, "
         f"{counts['infrastructure_errors']} infrastructure errors, {counts['not_evaluated']} not evaluated; "
         f"{counts['invalid_lines']} invalid lines skipped.", "",

@@ -10,7 +10,7 @@ import datetime as dt
 import platform
 import shutil
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from asyncodebench.harness.evaluation import Settings
 from asyncodebench.harness.overlays import OverlayError
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images import image_map
-from asyncodebench.run import baselines, store
+from asyncodebench.run import baselines, sessions, store
 from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.executors import Executor, open_executor
 from asyncodebench.run.predictions import read_predictions
@@ -109,8 +109,19 @@ def claim_settings(config: RunConfig, state: RunState) -> RunConfig:
         for result in result_files(config.run_dir):
             result.unlink()
         shutil.rmtree(config.run_dir / "baselines", ignore_errors=True)
+        sessions.forget(config.run_dir)
     write_settings(config.run_dir, current)
     return config
+
+
+def begin_session(config: RunConfig, state: RunState) -> None:
+    """Record this start in the run folder (the caller holds the run lock), so the report covers every session."""
+    sessions.begin(config.run_dir, state.started_at, "rescore" if config.rescore else "evaluate")
+
+
+def end_session(config: RunConfig, state: RunState, ended: str) -> list[sessions.Session]:
+    """Complete this session's record (`ended`: "finished" or "interrupted"); every session of the run."""
+    return sessions.end(config.run_dir, _now(), ended, state.evaluated_now)
 
 
 def _has_results(run_dir: Path) -> bool:
@@ -203,8 +214,9 @@ def load_overlays(config: RunConfig, spec: TaskSpec) -> dict[str, bytes] | str:
         return f"{spec.task_id}: {exc}"
 
 
-def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
-    """Who ran what against which data: enough to reproduce or audit the run."""
+def run_metadata(config: RunConfig, state: RunState, runs: list[sessions.Session]) -> dict[str, Any]:
+    """Who ran what against which data: enough to reproduce or audit the run. `runs`: every session of the run
+    folder (`end_session`), so a resumed run's report starts at its first start."""
     return {
         "run_id": config.run_id,
         "run_folder": str(config.run_dir.resolve()),
@@ -221,8 +233,9 @@ def run_metadata(config: RunConfig, state: RunState) -> dict[str, Any]:
         "image_sources": image_map.describe(state.specs, state.mapped_images),
         "baselines": {t: _baseline_summary(b) for t, b in sorted(state.baselines.items())},
         "work": {"evaluated_now": state.evaluated_now, "already_finished": state.skipped_finished},
-        "started_at": state.started_at,
+        "started_at": runs[0].started_at if runs else state.started_at,  # the first session's start
         "finished_at": _now(),
+        "sessions": [asdict(s) for s in runs],
         "command": " ".join(sys.argv),
     }
 
