@@ -181,7 +181,8 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
         print("\ninterrupted: finished predictions are saved and the run's containers removed; resume with:\n  "
               + cli.resume_command(__file__, argv, config.run_id), file=sys.stderr)
         return cli.EXIT_TERMINATED if isinstance(stop, Terminated) else cli.EXIT_INTERRUPTED
-    metadata = {**run_metadata(config, state, end_session(config, state, "finished")), "dependency_points": dependency_points(state.specs)}
+    every_session = end_session(config, state, "finished")
+    metadata = {**run_metadata(config, state, every_session), "dependency_points": dependency_points(state.specs)}
     report = build_report(metadata, state.file, results)
     # The reports first: the plot is an extra that must never cost them.
     store.write_json(config.run_dir / "report.json", report)

@@ -19,6 +19,8 @@ SESSIONS = "sessions.json"
 
 @dataclass(frozen=True)
 class Session:
+    """One start of evaluate.py on the run folder, and how it ended."""
+
     started_at: str
     mode: str  # "evaluate" or "rescore"
     finished_at: str | None = None  # None: still running, or ended without a word (kill -9, power loss)
