@@ -96,16 +96,22 @@ def test_every_point_of_the_commit0_tasks_is_attributed_and_the_page_shows_it() 
     assert attribution.markdown_table(points, rows.dependencies) in page
 
 
-def test_a_flagged_point_says_so_in_its_audit_note_and_in_the_card() -> None:
+def test_a_flagged_point_says_so_in_its_audit_note_and_in_the_limitations() -> None:
+    """The card counts the flagged points and links the limitations in detail (docs/dataset_creation.md), which name
+    each one."""
     from asyncodebench.dataset.rows import load_published
     from asyncodebench.images import attribution
 
     rows = load_published(str(TASKS.parent.parent)).rows
     points = attribution.load_record_file()
     notes = {d["dependency_id"]: d["audit_note"] or "" for d in rows.dependencies}
-    limitations = (TASKS.parent.parent / "README.md").read_text().split("## Bias, risks and limitations", 1)[1]
+    root = TASKS.parent.parent
+    card = (root / "README.md").read_text().split("## Bias, risks and limitations", 1)[1]
+    card = card.split("### Recommendations", 1)[0]
+    detail = (root / "docs" / "dataset_creation.md").read_text().split("## Limitations in detail", 1)[1]
     flagged = attribution.flagged(points)
     assert flagged  # the measurement found some; an empty list would mean the check never ran
+    assert f"at {len(flagged)} points" in card and "docs/dataset_creation.md#limitations-in-detail" in card
     for dep_id in flagged:
         assert attribution.note(points[dep_id]) in notes[dep_id]
-        assert f"`{dep_id}`" in limitations.split("### Recommendations", 1)[0]
+        assert f"`{dep_id}`" in detail.split("\n## ", 1)[0]

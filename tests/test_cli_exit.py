@@ -19,8 +19,8 @@ def test_the_codes_are_the_documented_ones() -> None:
     codes = (cli.EXIT_OK, cli.EXIT_PROBLEMS_FOUND, cli.EXIT_BAD_ARGUMENTS, cli.EXIT_INFRASTRUCTURE,
              cli.EXIT_INTERRUPTED, cli.EXIT_TERMINATED)
     assert codes == (0, 1, 2, 3, 130, 143)
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    table = re.search(r"Exit codes of `evaluate.py`: (.*?) Every script", readme).group(1)
+    manual = " ".join((ROOT / "docs" / "evaluate.md").read_text(encoding="utf-8").split())
+    table = re.search(r"Exit codes of `evaluate.py`: (.*?) Every script", manual).group(1)
     assert [int(c) for c in re.findall(r"(?:^|; )(\d+) ", table)] == list(codes)
 
 

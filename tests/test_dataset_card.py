@@ -1,8 +1,6 @@
 """The dataset card as the Hub shows it, without the kit: sizes equal to what `datasets` reports, the address of every
-source, the sections of the Hub's card template, and a BibTeX entry that agrees with CITATION.cff.
-
-Only the part of the card above "## Evaluate" is checked for sources and sections: that is the dataset's side of the
-card; the harness documentation below it has tests of its own.
+source, the sections of the Hub's card template, one BibTeX entry that agrees with CITATION.cff, a card short enough
+to read (the kit's manual lives in docs/, linked from it), and links that open, on GitHub and on the Hub.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from helpers import markdown
 
 from AsynCodeBench import AsynCodeBench
 from asyncodebench.dataset.build import CITATION, HOMEPAGE
@@ -26,6 +25,10 @@ from asyncodebench.dataset.publish import hub_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CARD = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CARD_LIMIT = 15_000  # bytes, front matter included (issue 20): the card says what the data is; docs/ has the manual
+MANUAL = ("quickstart", "evaluate", "ray", "pages", "integrity", "images", "benchmarks")  # docs/<page>.md
+KEPT_AS_THEY_ARE = ("METRICS.md", "probe_attribution.md")  # a verbatim copy and a measurement's page, headed their way
 TEMPLATE_HEADINGS = (  # the Hub's dataset card template, as this card names its sections
     "## Dataset sources", "## Uses", "### Direct use", "### Out-of-scope use", "## Configurations",
     "## Dataset creation", "### Curation rationale", "### Source data", "### Personal and sensitive information",
@@ -41,17 +44,22 @@ def card_text() -> str:
 
 
 def dataset_part() -> str:
-    """The card's body above the harness documentation."""
+    """The card's body, below the front matter."""
     _, body = split_front_matter(card_text())
-    return body.split("\n## Evaluate\n", 1)[0]
+    return body
 
 
 def section(heading: str) -> str:
     """The text under `heading` (a level-2 heading, without `## `), up to the next level-2 heading."""
     parts = re.split(r"^## ", dataset_part(), flags=re.MULTILINE)
     matching = [p for p in parts if p.startswith(heading + "\n")]
-    assert len(matching) == 1, f"the card needs exactly one '## {heading}' section above '## Evaluate'"
+    assert len(matching) == 1, f"the card needs exactly one '## {heading}' section"
     return matching[0]
+
+
+def markdown_pages() -> list[Path]:
+    """The card and every page of docs/."""
+    return [CARD, *sorted(DOCS.glob("*.md"))]
 
 
 def card_bibtex() -> str:
@@ -125,10 +133,16 @@ def test_in_memory_size_is_not_the_file_size() -> None:
 # --- sources, sections, addresses ------------------------------------------------------------------------
 
 
-def test_card_has_the_sections_of_the_hub_card_template_above_evaluate() -> None:
+def test_card_has_the_sections_of_the_hub_card_template() -> None:
     lines = dataset_part().splitlines()
     missing = [h for h in TEMPLATE_HEADINGS if h not in lines]
-    assert not missing, f"add these sections above '## Evaluate': {missing}"
+    assert not missing, f"add these sections to the card: {missing}"
+
+
+def test_card_is_a_card_under_15000_bytes() -> None:
+    size = len(CARD.read_bytes())
+    assert size < CARD_LIMIT, (f"README.md is {size} bytes, front matter included; keep it under {CARD_LIMIT}: "
+                               "move detail to a docs/ page and link it")
 
 
 def test_sources_name_the_hub_repository_the_upstream_harness_and_every_task_source() -> None:
@@ -141,13 +155,19 @@ def test_sources_name_the_hub_repository_the_upstream_harness_and_every_task_sou
 
 
 def test_sources_list_exactly_the_files_the_hub_repository_holds() -> None:
+    """Pages and pictures of docs/ are named by their folder (`docs/*.md`): which ones go is what the card links."""
     sources = section("Dataset sources")
     for path in hub_files():
-        shown = f"data/<config>/{PARQUET_NAME}" if path.suffix == ".parquet" else str(path)
+        if path.suffix == ".parquet":
+            shown = f"data/<config>/{PARQUET_NAME}"
+        elif path.parts[0] == "docs":
+            shown = f"{path.parent}/*{path.suffix}"
+        else:
+            shown = str(path)
         assert f"`{shown}`" in sources, shown
 
 
-def test_every_address_above_evaluate_is_one_the_release_records() -> None:
+def test_every_address_of_the_card_is_one_the_release_records() -> None:
     """No invented address (a kit URL that nothing records, say): each link is a recorded address or a page of one."""
     recorded = recorded_addresses()
     for url in URL.findall(dataset_part()):
@@ -155,7 +175,7 @@ def test_every_address_above_evaluate_is_one_the_release_records() -> None:
         assert any(url == r or url.startswith(r + "/") for r in recorded), url
 
 
-def test_kit_paths_named_above_evaluate_exist_in_the_kit() -> None:
+def test_kit_paths_named_in_the_card_exist_in_the_kit() -> None:
     """The card tells Hub readers that paths are kit paths; they must be real ones."""
     named = {p for p in re.findall(r"`([^`\s<>:]+)`", dataset_part()) if re.fullmatch(r"[\w.-]+(/[\w.-]+)*/?", p)}
     kit_paths = {p for p in named if p.startswith(KIT_FOLDERS) or ("/" not in p and p.endswith((".py", ".md", ".cff")))}
@@ -165,9 +185,85 @@ def test_kit_paths_named_above_evaluate_exist_in_the_kit() -> None:
 
 
 def test_links_to_sections_lead_to_headings_of_the_card() -> None:
-    anchors = {heading_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", card_text(), re.MULTILINE)}
-    for target in re.findall(r"\]\(#([^)]+)\)", dataset_part()):
+    anchors = {heading_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", markdown.prose(card_text()), re.MULTILINE)}
+    targets = [t[1:] for t in markdown.links(dataset_part()) if t.startswith("#")]
+    assert targets and anchors == markdown.anchors(card_text())
+    for target in targets:
         assert target in anchors, target
+
+
+def test_every_relative_link_of_the_card_and_the_docs_opens_a_file_and_its_heading() -> None:
+    """GitHub and the Hub resolve a link from the page's folder and an `#anchor` against the target's headings."""
+    broken, checked = [], 0
+    for page in markdown_pages():
+        for target in markdown.links(page.read_text(encoding="utf-8")):
+            if not markdown.is_relative(target) and not target.startswith("#"):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            checked += 1
+            if not file.is_relative_to(ROOT) or not file.is_file():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and (file.suffix != ".md" or anchor not in markdown.anchors(file.read_text(encoding="utf-8"))):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading in {file.relative_to(ROOT)})")
+    assert checked > 30  # the card and the manual link each other; none found would mean the parsing broke
+    assert not broken, broken
+
+
+def test_the_hub_gets_every_docs_file_the_card_reaches_and_every_link_of_those_pages_opens_there() -> None:
+    """Walked from the card, independently of the publish code: a page it links (or a page those link) goes to the Hub
+    with the pictures it shows, and nothing a published page links is left behind."""
+    shipped = {p.as_posix() for p in hub_files()}
+    reached: set[str] = set()
+    pages, left_behind = ["README.md"], []
+    while pages:
+        page = pages.pop()
+        for target in markdown.links((ROOT / page).read_text(encoding="utf-8")):
+            if not markdown.is_relative(target):
+                continue
+            rel = (ROOT / page).parent.joinpath(target.partition("#")[0]).resolve().relative_to(ROOT).as_posix()
+            if rel not in shipped:
+                left_behind.append(f"{page} links {rel}")
+            elif rel not in reached:
+                reached.add(rel)
+                if rel.endswith(".md"):
+                    pages.append(rel)
+    assert not left_behind, left_behind
+    assert {p for p in shipped if p.startswith("docs/")} == {p for p in reached if p.startswith("docs/")}
+    assert {f"docs/{page}.md" for page in MANUAL} | {"docs/METRICS.md", "docs/fields.md"} <= reached
+
+
+def test_release_kit_section_gives_the_two_commands_and_links_every_manual_page() -> None:
+    kit = section("Release kit")
+    assert "bash scripts/run_demo.sh" in kit and "bash scripts/run_tests.sh" in kit
+    assert {f"docs/{page}.md" for page in MANUAL} <= set(markdown.links(kit))
+
+
+def test_each_manual_page_says_what_it_covers_and_links_back_to_the_card() -> None:
+    pages = [p for p in sorted(DOCS.glob("*.md")) if p.name not in KEPT_AS_THEY_ARE]
+    assert {f"{page}.md" for page in MANUAL} <= {p.name for p in pages}
+    for page in pages:
+        title, blank, what = page.read_text(encoding="utf-8").splitlines()[:3]
+        assert title.startswith("# ") and blank == "", page.name
+        assert "../README.md" in markdown.links(what) and len(what.split()) > 8, page.name
+
+
+def test_configurations_name_every_field_and_the_fields_page_describes_each() -> None:
+    configurations = section("Configurations")
+    fields_page = (DOCS / "fields.md").read_text(encoding="utf-8")
+    for config, features in FEATURES.items():
+        (entry,) = re.findall(rf"^- \*\*`{config}`\*\*(.*?)(?=^- |\Z)", configurations, re.MULTILINE | re.DOTALL)
+        assert re.findall(r"`(\w+)`", entry) == list(features), config
+        table = fields_page.split(f"\n## `{config}`", 1)[1].split("\n## ", 1)[0]
+        described = [name for line in table.splitlines() if line.startswith("| `")
+                     for name in re.findall(r"`(\w+)`", line.split("|")[1])]
+        assert described == list(features), config
+
+
+def test_the_card_has_one_citation_section() -> None:
+    headings = markdown.HEADING.findall(markdown.prose(card_text()))
+    assert [h for h in headings if re.search(r"\bcit(e|ation)\b", h, re.IGNORECASE)] == ["How to cite"]
+    assert card_text().count("```bibtex") == 1
 
 
 # --- citation --------------------------------------------------------------------------------------------

@@ -114,9 +114,9 @@ def from_builder(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dic
 
 
 def local_recipe() -> str:
-    """The Python block of the README's "From a local checkout" section, exactly as users copy it."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### From a local checkout", 1)[1]
+    """The Python block of the loading page's "From a local checkout" section, exactly as users copy it."""
+    page = (ROOT / "docs" / "loading.md").read_text(encoding="utf-8")
+    section = page.split("\n## From a local checkout", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
 
@@ -174,7 +174,7 @@ def test_load_published_resolves_each_tag_to_its_commit(hub: dict[str, Any]) -> 
 
 
 @pytest.mark.parametrize("folder_name", ["AsynCodeBench", "asyncodebench-checkout"])
-def test_readme_local_recipe_works_whatever_the_checkout_folder_is_called(folder_name: str, tmp_path: Path) -> None:
+def test_documented_local_recipe_works_whatever_the_checkout_folder_is_called(folder_name: str, tmp_path: Path) -> None:
     rows = run_local_recipe(checkout_copy(tmp_path, folder_name), tmp_path)
     assert {config: len(rows[config]) for config in FEATURES} == EXPECTED_ROWS
 
@@ -189,7 +189,8 @@ def test_loading_a_checkout_named_asyncodebench_as_a_dataset_folder_hits_the_doc
     message = run_python(code, tmp_path / "error.json", cwd=tmp_path,
                          env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
     assert "Dataset scripts are no longer supported" in message
-    assert "Dataset scripts are no longer supported" in (ROOT / "README.md").read_text(encoding="utf-8")
+    for documented in ("README.md", "docs/loading.md"):  # the card warns in a line, the loading page explains
+        assert "Dataset scripts are no longer supported" in (ROOT / documented).read_text(encoding="utf-8")
 
 
 def test_pandas_reads_the_committed_files_with_the_release_counts_and_ids(

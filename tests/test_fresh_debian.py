@@ -1,4 +1,4 @@
-"""The README's setup on a stock Debian 12: its Python refuses system installs (PEP 668), and
+"""The kit's setup (docs/quickstart.md) on a stock Debian 12: its Python refuses system installs (PEP 668), and
 scripts/install_python_env.sh still makes a working <repo>/.venv from the repository's committed files.
 
 The machine is a container of a bookworm root filesystem made with mmdebstrap from this machine's apt sources (cached

@@ -1,5 +1,5 @@
 """The protocols are named once, in `asyncodebench/dataset/protocols.py`; the files that must stand on their own (the
-protocol table the dataset is built from, the published JSON schemas, the README's dataset card) agree with it."""
+protocol table the dataset is built from, the published JSON schemas, the card's field tables) agree with it."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_the_schemas_list_the_same_protocols() -> None:
     assert tuple(alternatives.split("|")) == PROTOCOLS
 
 
-def test_the_dataset_card_shows_the_same_display_names() -> None:
-    (line,) = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+def test_the_field_tables_of_the_card_show_the_same_display_names() -> None:
+    (line,) = [line for line in (ROOT / "docs" / "fields.md").read_text(encoding="utf-8").splitlines()
                if line.startswith("| `display_name` |")]
     assert re.findall(r"`([^`]+)`", line.split("|")[3]) == [display_name(p) for p in PROTOCOLS]

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from asyncodebench.dataset.publish import assemble
+from asyncodebench.dataset.publish import assemble, linked_docs
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB_FILES = {
@@ -25,8 +25,11 @@ HUB_FILES = {
     # the pictures the card shows, so they are not broken on the Hub
     "docs/screenshots/report-demo.png", "docs/screenshots/report-synthetic-timelines.png",
     "docs/screenshots/compare-synthetic.png",
-    # the kit's documents the card links to, so its links (and the comparison page's notes) open on the Hub
-    "docs/METRICS.md", "docs/probe_attribution.md",
+    # the kit's pages the card links to (or pages those link to), so its links (and the comparison page's notes)
+    # open on the Hub
+    "docs/METRICS.md", "docs/probe_attribution.md", "docs/fields.md", "docs/loading.md", "docs/dataset_creation.md",
+    "docs/quickstart.md", "docs/evaluate.md", "docs/ray.md", "docs/pages.md", "docs/integrity.md", "docs/images.md",
+    "docs/benchmarks.md",
 }
 
 
@@ -74,6 +77,17 @@ def test_assemble_copies_exactly_the_card_eval_yaml_parquet_license_citation_and
     assert {f.path for f in listed} == HUB_FILES
     for rel in HUB_FILES:
         assert (tmp_path / "hub" / rel).read_bytes() == (ROOT / rel).read_bytes(), rel
+
+
+def test_pages_linked_through_pages_go_with_their_pictures_and_nothing_outside_docs(tmp_path: Path) -> None:
+    (tmp_path / "docs" / "img").mkdir(parents=True)
+    (tmp_path / "README.md").write_text("[a](docs/a.md#top) [web](https://example.org/docs/w.md) [here](#contact)\n"
+                                        "```\n[shown as typed](docs/code.md)\n```\n", encoding="utf-8")
+    (tmp_path / "docs" / "a.md").write_text("[b](b.md#x) ![p](img/p.png) [kit](../scripts/x.py) [card](../README.md)",
+                                            encoding="utf-8")
+    (tmp_path / "docs" / "b.md").write_text("[back](a.md) [outside](../../elsewhere.md) `[code](c.md)`",
+                                            encoding="utf-8")
+    assert linked_docs(tmp_path) == [Path("docs/a.md"), Path("docs/b.md"), Path("docs/img/p.png")]
 
 
 def test_assembled_folder_carries_no_builder_and_no_sources(tmp_path: Path) -> None:
