@@ -63,10 +63,11 @@ def main(argv: list[str] | None = None) -> int:
                                  no_cache=args.no_cache)
     except (task_build.BuildError, ImageBuildError) as exc:
         raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
-    task_build.record(args.map, built)
+    previous = task_build.record(args.map, built)
     print(f"{built.task_id}: built in {time.monotonic() - started:.1f} s on {built.base_image} "
-          f"(Python {built.python_version}), {built.size_bytes / 1e6:.0f} MB, content {built.content_sha256[:16]}; "
-          f"recorded in {args.map}", file=sys.stderr)
+          f"(Python {built.python_version}), {built.size_bytes / 1e6:.0f} MB, content {built.content_sha256[:16]}",
+          file=sys.stderr)
+    print(task_build.map_change(args.map, previous, built), file=sys.stderr)
     print(built.pinned_ref)
     return cli.EXIT_OK
 

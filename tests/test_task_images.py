@@ -18,7 +18,7 @@ import yaml
 from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, SCRIPTS, script_env
 from helpers.dataset_folders import DemoDataset, RebuiltDemo, write_variant_dataset
 
-from asyncodebench.images import recipes
+from asyncodebench.images import recipes, task_build
 
 COMMIT0_TASKS = sorted(p.stem for p in (DEMO_DIR.parent / "tasks").glob("*.yaml")
                        if not p.name.endswith((".image.yaml", ".audit.yaml"))
@@ -82,13 +82,30 @@ def test_the_build_pushes_pins_and_records_the_image(rebuilt_demo: RebuiltDemo) 
 
 
 @pytest.mark.docker
-def test_a_cold_rebuild_gives_the_same_content(rebuilt_demo: RebuiltDemo, tmp_path: Path) -> None:
+def test_a_cold_rebuild_gives_the_same_content_and_a_new_pin_that_the_map_takes_and_the_build_says(
+        rebuilt_demo: RebuiltDemo, tmp_path: Path) -> None:
+    shutil.copy(rebuilt_demo.map_path, tmp_path / "map.json")  # the map as the first build left it
     again = _script("build_task_image.py", DEMO_TASK_ID, "--repo", str(rebuilt_demo.repo), "--base", "local",
                     "--map", str(tmp_path / "map.json"), "--no-cache")
     assert again.returncode == 0, again.stderr[-3000:]
     entry = json.loads((tmp_path / "map.json").read_text())["images"][DEMO_TASK_ID]
     assert entry["content_sha256"] == rebuilt_demo.entry["content_sha256"]
     assert entry["recipe_sha256"] == rebuilt_demo.entry["recipe_sha256"]
+    # new layer times, so a new registry digest: the map pins what was just pushed, and the build says it changed
+    assert entry["pinned_ref"] == again.stdout.strip() != rebuilt_demo.pinned_ref
+    assert f"the pinned reference of {DEMO_TASK_ID} changed (updated in the map; the same content)" in again.stderr
+    assert f"was {rebuilt_demo.pinned_ref}" in again.stderr and "rerun python scripts/validate_task_image.py" in \
+        again.stderr
+
+
+def test_the_build_says_what_it_did_to_the_map() -> None:
+    built = task_build.BuiltTaskImage("asyncodebench:x", "r/x@sha256:" + "1" * 64, "base", "sha256:b", "r", "c",
+                                      "3.11.2", 1, "now")
+    assert "new entry" in task_build.map_change(Path("m.json"), None, built)
+    assert "same image as before" in task_build.map_change(Path("m.json"), built.map_entry(), built)
+    changed = task_build.map_change(Path("m.json"), {**built.map_entry(), "pinned_ref": "r/x@sha256:0",
+                                                     "content_sha256": "d"}, built)
+    assert "changed (updated in the map; different content)" in changed and "was r/x@sha256:0" in changed
 
 
 @pytest.mark.docker

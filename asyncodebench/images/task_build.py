@@ -253,12 +253,31 @@ def build(recipe: Recipe, repo: str, base: str | None, registry: str, cache: Pat
     )
 
 
-def record(map_path: Path, built: BuiltTaskImage) -> None:
-    """Add or replace the task's entry in the image map at `map_path` (created when missing)."""
+def record(map_path: Path, built: BuiltTaskImage) -> dict[str, Any] | None:
+    """Add or replace the task's entry in the image map at `map_path` (created when missing); return the entry it
+    replaced (None when the task had none)."""
     data: dict[str, Any] = (json.loads(map_path.read_text()) if map_path.is_file()
                             else {"schema_version": "1", "images": {}})
+    previous: dict[str, Any] | None = data["images"].get(built.task_id)
     data["images"][built.task_id] = built.map_entry()
     data["images"] = dict(sorted(data["images"].items()))
     with atomic_path(map_path) as partial:
         partial.write_text(json.dumps(data, indent=2) + "\n")
+    return previous
 
+
+def map_change(map_path: Path, previous: dict[str, Any] | None, built: BuiltTaskImage) -> str:
+    """What the build did to the map, for the user: a new entry, the same image again, or a new pinned reference
+    (a rebuild gives new layer times, so a new registry digest, even when the content is the same). A changed pin
+    makes earlier validation records describe an image the map no longer names: say so, with the command to redo."""
+    if previous is None:
+        return f"{map_path}: new entry for {built.task_id}"
+    old = previous.get("pinned_ref")
+    if old == built.pinned_ref:
+        return f"{map_path}: {built.task_id} pinned to the same image as before"
+    content = ("the same content" if previous.get("content_sha256") == built.content_sha256
+               else "different content")
+    return (f"{map_path}: the pinned reference of {built.task_id} changed (updated in the map; {content}):\n"
+            f"  was {old}\n  now {built.pinned_ref}\n"
+            "validation and claim-check records made with the old image no longer describe the pinned one: rerun "
+            f"python scripts/validate_task_image.py {built.task_id} --images {map_path}")
