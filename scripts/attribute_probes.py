@@ -7,7 +7,7 @@ r"""Trace every dependency point's probe tests at the reference state, crediting
 For each task (positional task ids, or --all: every task with an image in the map), each point's upstream,
 downstream and integrated probes run at the reference state (the base's parent restricted to the writable paths,
 from the overlaid base) in fresh containers of the task's image under a line tracer, and the executed lines of the
-specialists' writable files are credited to their owners. Prints the table (the README's) and writes
+specialists' writable files are credited to their owners. Prints the table (docs/probe_attribution.md's) and writes
 <out>/attribution.json; with --record, data/probe_attribution.json takes the traced points. A point whose upstream
 probes execute none of the producer's files, or mostly another agent's, is flagged (exit 1).
 

@@ -10,7 +10,7 @@ Measures, in this process after the imports (median of --repeats):
 - compare.html of two synthetic release-size runs (every view, 10,000 bootstrap resamples per comparison and metric).
 
 --screenshots DIR also saves one screen of each page as PNG through headless Chromium (/usr/bin/chromium), for
-the README: the top of the demo run's page, the synthetic run's dependency timelines, the comparison's protocol
+docs/pages.md: the top of the demo run's page, the synthetic run's dependency timelines, the comparison's protocol
 view.
 """
 

@@ -7,8 +7,8 @@ r"""Rebuild every task image that has a recipe, validate each, and write the fid
 For each task: a cold build (`build_task_image.py --no-cache`), a warm build (same recipe, Docker's cache), a
 second cold build whose files must equal the first's, then `validate_task_image.py --repeat N` on the rebuilt image
 (overlays applied when --overlays-dir is given, otherwise the bare base revision). Writes <out>/fidelity.json and
-<out>/fidelity.md (the README's table) and prints the Markdown. --repo-pattern says where each repository is ({name}
-is the task's name); the default is the row's repository_url. The scripts it runs are the user's commands, with
+<out>/fidelity.md (docs/images.md's table) and prints the Markdown. --repo-pattern says where each repository is
+({name} is the task's name); the default is the row's repository_url. The scripts it runs are the user's commands, with
 their output kept in <out>/logs/.
 """
 

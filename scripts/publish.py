@@ -3,8 +3,8 @@
     python scripts/publish.py build/hub --dry-run          # assemble and list what would be sent
     HF_TOKEN=... python scripts/publish.py build/hub       # assemble, upload, tag v0.4.2
 
-The folder gets the card, the Parquet files, the license files and the citation, never the builder; each file is
-listed with its size and the start of its SHA-256.
+The folder gets the card, eval.yaml, the Parquet files, the license files, the citation and the docs/ pages the card
+links to, never the builder; each file is listed with its size and the start of its SHA-256.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def load(task_id: str, data_dir: Path = DATA_DIR) -> Recipe:
         raise RecipeError(f"no task source {source_path} for {task_id}")
     if not path.is_file():
         raise RecipeError(f"{task_id} has no image recipe ({path}); the Apache TVM tasks have none by design "
-                          "(see the README's 'Task images rebuilt from source')")
+                          "(see 'Task images rebuilt from source' in docs/images.md)")
     source: dict[str, Any] = yaml.safe_load(source_path.read_text(encoding="utf-8"))
     raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     unknown = sorted(set(raw) - RECIPE_KEYS)

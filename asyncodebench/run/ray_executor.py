@@ -117,7 +117,7 @@ class RayExecutor:
         except Exception as exc:  # ConnectionError, or whatever Ray raises for a bad address
             return "ray_unavailable", (
                 f"could not connect to the Ray cluster at {address}: {' '.join(str(exc).split())[:500]}; start one "
-                "(`ray start --head`, see README) or give its address with --ray-address")
+                "(`ray start --head`, see docs/ray.md) or give its address with --ray-address")
         self.tasks = {name: ray.remote(fn) for name, fn in (
             ("evaluate", ray_node.evaluate_task), ("baseline", ray_node.baseline_task),
             ("cleanup", ray_node.cleanup_task))}

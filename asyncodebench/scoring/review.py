@@ -1,8 +1,8 @@
 """Review flags: lines a prediction's patches add that touch the test runner's machinery (shown, never scored).
 
-Code under test runs in pytest's own process, so a patch can still reach into pytest from inside it (the README's
-known limit). The harness cannot tell such code from honest code by running it, but a reader can by reading it;
-this module points the reader at the lines worth reading. It scans the ADDED lines of every patch a prediction
+Code under test runs in pytest's own process, so a patch can still reach into pytest from inside it (a known limit:
+docs/integrity.md). The harness cannot tell such code from honest code by running it, but a reader can by reading
+it; this module points the reader at the lines worth reading. It scans the ADDED lines of every patch a prediction
 carries (final patch, checkpoint states, agent patches) for markers such as imports of `_pytest`, writes to
 `sys.modules` or `builtins`, exit hooks, `os._exit`, `ctypes`, `exec`/`compile`, trace hooks, `__code__`
 assignment and skips raised from code under test, and names any `.gitattributes` or `.gitmodules` in a diff.
