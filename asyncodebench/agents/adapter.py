@@ -1,0 +1,129 @@
+"""The agent adapter interface: what the protocols give an agent and what they get back.
+
+A protocol starts a workspace (a task container prepared at the agent's start state, `container.AgentWorkspace`),
+hands it with the agent's spec and budget to an adapter, and, when the adapter returns, reads the agent's patch
+from the workspace itself: an adapter never reports its own diff, so every agent is judged the same way. The
+default adapter is mini-swe-agent (`miniswe.MiniSweAgent`); another agent plugs in by implementing `AgentAdapter`
+(a loop on the host that calls `workspace.execute`, or a command-line agent started inside the container with it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+# Why an agent stopped (METRICS section 9): the valid reasons, then those that make a run invalid or need review.
+AGENT_FINISH, ITERATION_LIMIT, STUCK_DETECTED, ADAPTER_COMPLETED = (
+    "agent_finish", "iteration_limit", "stuck_detected", "adapter_completed")
+CONTEXT_WINDOW_ERROR, PROVIDER_ERROR, WALL_CLOCK_TIMEOUT, EXECUTION_ERROR = (
+    "context_window_error", "provider_or_transport_error", "wall_clock_timeout", "execution_error")
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """Which model an agent asks, and where: `name` as the endpoint knows it; `base_url` of an OpenAI-compatible
+    endpoint (None: `name` is a litellm id such as `anthropic/...`, reached with its provider's usual key);
+    `api_key_env`: the environment variable holding the key (never the key itself, which stays out of records)."""
+
+    name: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The endpoint as settings and predictions record it."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent of a scenario, as an adapter runs it."""
+
+    agent_id: str
+    role: str
+    writable_paths: tuple[str, ...]
+    instruction: str  # the whole task as this agent is told it (prompts.instruction)
+    model: ModelEndpoint
+    trajectory: Path  # where the adapter writes the agent's trajectory (JSONL, one line per message)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an agent's run cost: tokens as the endpoint reported them, model responses, wall time."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    responses: int = 0
+    seconds: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
+                     self.responses + other.responses, round(self.seconds + other.seconds, 3))
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens (METRICS section 10)."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """How one agent's run ended. `termination_reason` is one of the constants above; `exit_status` is the
+    adapter's own word for it; `detail` says more when the run failed."""
+
+    agent_id: str
+    termination_reason: str
+    exit_status: str
+    iteration_cap_hit: bool
+    usage: Usage
+    started_at: str
+    finished_at: str
+    trajectory: Path
+    detail: str = ""
+
+    def to_record(self, relative_to: Path) -> dict[str, Any]:
+        """The run as the scenario record keeps it, the trajectory as a path relative to the run folder."""
+        record = asdict(self)
+        record["usage"] = {**asdict(self.usage), "total_tokens": self.usage.total_tokens}
+        record["trajectory"] = str(self.trajectory.relative_to(relative_to))
+        return record
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did in the workspace: its output (stdout and stderr, the tail), exit code (None when it
+    was killed from outside), seconds, and whether its time limit ended it."""
+
+    output: str
+    exit_code: int | None
+    seconds: float
+    timed_out: bool
+
+
+class Workspace(Protocol):
+    """Where an agent's commands run: the task's container at the agent's start state."""
+
+    workdir: str
+
+    def execute(self, command: str, timeout: float | None = None) -> CommandResult:
+        """Run a shell command as the unprivileged sandbox user in the work tree."""
+        ...
+
+
+class AgentAdapter(Protocol):
+    """An agent the protocols can run. `name` and `version` go into every prediction the agent makes."""
+
+    name: str
+    version: str
+
+    def run(self, agent: AgentSpec, workspace: Workspace, budget: int) -> AgentRun:
+        """Work on `agent.instruction` in `workspace` until done or `budget` model responses were used; write the
+        trajectory to `agent.trajectory`. Failures of the model or the workspace end the run with their
+        termination reason; they are not raised."""
+        ...
+
+
+def now() -> str:
+    """The current time as records keep it (UTC, ISO 8601, milliseconds)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")

@@ -1,0 +1,167 @@
+r"""Run agents on chosen scenarios (task x protocol) and write a predictions file that evaluate.py scores as it is.
+
+    # a local OpenAI-compatible server (vLLM, SGLang, llama.cpp ...), every demo scenario of the implemented protocols
+    python scripts/run_agents.py --scenarios 'asyncodebench-demo:*' --dataset build/demo-dataset \
+        --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --run-id qwen3-demo
+    python scripts/evaluate.py runs/qwen3-demo/predictions.jsonl --dataset build/demo-dataset
+
+    # no model at all: a scripted OpenAI-compatible server on 127.0.0.1 replays per-agent replies
+    python scripts/run_agents.py --scenarios 'asyncodebench-demo:minicache/single' --dataset build/demo-dataset \
+        --model scripted --scripts my_scripts.json
+
+Scenarios are rows of the `scenarios` configuration, chosen by id patterns (`asyncodebench:wcwidth/*`, `*/single`,
+comma-separated or repeated). Implemented protocols: single, serial_specialists, async_private (caid_manager and
+async_manager scenarios are left out with a note). The default agent is mini-swe-agent (`pip install -e
+'.[agents]'`): its loop runs here, its commands in the task's pinned container (no network, the harness's limits,
+as an unprivileged user). Each agent may answer up to the scenario's budget of model responses (--budget
+overrides it, recorded). The model is reached through an OpenAI-compatible endpoint (--base-url; the key from the
+environment variable --api-key-env names, OPENAI_API_KEY by default), or, without --base-url, as a litellm model
+id (e.g. anthropic/claude-sonnet-4-5) with its provider's usual key variable.
+
+Outputs go to <output-dir>/<run-id>/: predictions.jsonl (printed on stdout when done), settings.json, and per
+scenario a folder with each agent's trajectory (trajectories/<agent>.jsonl), its patch (patches/<agent>.diff) and
+the scenario's prediction.json. Rerunning the same command resumes: finished scenarios are kept.
+
+Exit codes: 0 every chosen scenario finished; 2 bad arguments, or a run folder in use or started with other
+settings; 3 infrastructure error (dataset, daemon, image: the scenarios it hit are not finished; rerun to resume);
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from asyncodebench import cli
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenarios", action="append", required=True, metavar="PATTERNS",
+                        help="scenario id patterns, comma-separated, e.g. 'asyncodebench-demo:*' or '*/single'")
+    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="Hub id, or a local published folder")
+    parser.add_argument("--revision", default=DEFAULT_REVISION, help="Hub revision (tag, branch or commit)")
+    parser.add_argument("--model", required=True,
+                        help="the model's name at the endpoint, a litellm model id, or 'scripted' (with --scripts)")
+    parser.add_argument("--base-url", default=None, help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key-env", default=None, metavar="VARIABLE",
+                        help="environment variable holding the endpoint's key (default OPENAI_API_KEY)")
+    parser.add_argument("--scripts", type=Path, default=None,
+                        help="with --model scripted: JSON file, agent name -> list of replies (see "
+                             "asyncodebench/agents/scripted_server.py)")
+    parser.add_argument("--name", default=None,
+                        help="model_name_or_path of the predictions (default: --model)")
+    parser.add_argument("--budget", type=cli.positive_int, default=None,
+                        help="model responses per agent run (default: the scenario's, 100 in the release)")
+    parser.add_argument("--command-timeout", type=cli.positive_int, default=300,
+                        help="seconds one agent command may run in the container")
+    parser.add_argument("--memory", type=cli.memory_size, default="4g", help="container memory limit, no swap")
+    parser.add_argument("--cpus", type=cli.cpus, default=1.0, help="CPUs each container may use")
+    parser.add_argument("--pids", type=cli.pids, default=512, help="container process limit")
+    parser.add_argument("--max-workers", type=cli.positive_int, default=1, help="scenarios run at the same time")
+    parser.add_argument("--run-id", type=cli.run_id, default=None, help="the run folder's name (default: random)")
+    parser.add_argument("--output-dir", type=Path, default=Path("runs"), help="where run folders go")
+    parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout holding the overlay patches")
+    parser.add_argument("--overlays-url", default=None, help="base URL to fetch the overlay patches from")
+    args = parser.parse_args(argv)
+    if (args.model == "scripted") != (args.scripts is not None):
+        parser.error("--model scripted and --scripts FILE go together")
+    if args.scripts is not None and not args.scripts.is_file():
+        parser.error(f"--scripts {args.scripts} is not a file")
+    if args.model == "scripted" and args.base_url:
+        parser.error("--model scripted starts its own server; leave out --base-url")
+    args.patterns = [p.strip() for group in args.scenarios for p in group.split(",") if p.strip()]
+    return args
+
+
+@cli.entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # After parsing, so --help loads none of them (litellm alone takes seconds).
+    from asyncodebench.agents.runner import NoScenarioError, select
+    from asyncodebench.agents.scripted_server import ScriptError, load_scripts
+
+    scripts = None
+    if args.scripts is not None:
+        try:
+            scripts = load_scripts(args.scripts)
+        except ScriptError as exc:
+            raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
+    published = cli.load_rows(args.dataset, args.revision)
+    try:
+        scenarios, skipped = select(published.rows, args.patterns)
+    except NoScenarioError as exc:
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
+    for scenario_id in skipped:
+        print(f"left out (protocol not implemented yet): {scenario_id}", file=sys.stderr)
+    return run(args, published, scenarios, scripts)
+
+
+def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts: Any) -> int:
+    import contextlib
+    import dataclasses
+    import hashlib
+
+    from asyncodebench.agents.adapter import ModelEndpoint
+    from asyncodebench.agents.miniswe import MiniSweAgent
+    from asyncodebench.agents.runfolder import SettingsChangedError, check_settings
+    from asyncodebench.agents.runner import RunnerConfig, run_all
+    from asyncodebench.agents.scripted_server import ScriptedServer
+    from asyncodebench.harness.evaluation import Settings, new_run_id
+    from asyncodebench.harness.sandbox import Limits, remove_run_containers
+    from asyncodebench.run.runfolder import RunFolderBusyError, RunLock, container_key
+
+    run_id = args.run_id or f"agents-{new_run_id()}"
+    run_dir = args.output_dir / run_id
+    problem = cli.writable_folder_problem(args.output_dir)
+    if problem:
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, f"--output-dir: {problem}")
+    settings = Settings(limits=Limits(args.memory, args.cpus, args.pids))
+    adapter = MiniSweAgent()
+    scripted = scripts is not None
+    endpoint = ModelEndpoint(args.model, args.base_url, args.api_key_env or ("OPENAI_API_KEY" if args.base_url
+                                                                             else None))
+    recorded = {
+        "dataset": published.describe(), "agent": f"{adapter.name} {adapter.version}", "model": args.model,
+        "base_url": None if scripted else args.base_url, "name": args.name or args.model, "budget": args.budget,
+        "command_timeout_seconds": args.command_timeout, "limits": dataclasses.asdict(settings.limits),
+        "scripts_sha256": hashlib.sha256(args.scripts.read_bytes()).hexdigest() if scripted else None,
+    }
+    specs = {s.spec.task_id: s.spec for s in scenarios}
+    try:
+        with RunLock(run_dir):
+            check_settings(run_dir, recorded)
+            client = None
+            for spec in specs.values():
+                client = cli.client_for_image(spec)
+            key = container_key(run_dir, run_id)
+            server = ScriptedServer(scripts) if scripted else contextlib.nullcontext()
+            try:
+                with server as running:
+                    if scripted:
+                        endpoint = ModelEndpoint("scripted", running.base_url, None)
+                    config = RunnerConfig(run_dir, key, args.name or args.model, adapter, endpoint, scripted,
+                                          args.budget, args.command_timeout, settings, args.max_workers)
+                    summary = run_all(client, config, scenarios, lambda spec: cli.task_overlays(args, spec))
+            finally:
+                remove_run_containers(client, key)
+    except (RunFolderBusyError, SettingsChangedError) as exc:
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
+    except KeyboardInterrupt:
+        print(f"interrupted; to resume: {cli.resume_command(__file__, sys.argv[1:], run_id)}", file=sys.stderr)
+        return cli.EXIT_INTERRUPTED
+    print(f"{len(summary.lines)} of {len(scenarios)} scenarios finished ({summary.reused} from an earlier start) in "
+          f"{run_dir}", file=sys.stderr)
+    print(run_dir / "predictions.jsonl")
+    if summary.failed:
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, f"{len(summary.failed)} scenario(s) not finished (see above); rerun "
+                                                f"the command to resume: "
+                                                f"{cli.resume_command(__file__, sys.argv[1:], run_id)}")
+    return cli.EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
