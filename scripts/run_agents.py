@@ -138,6 +138,8 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
             for spec in specs.values():
                 client = cli.client_for_image(spec)
             key = container_key(run_dir, run_id)
+            # Holding the lock, nothing else uses this run's containers: any left are an earlier start's (kill -9).
+            remove_run_containers(client, key)
             server = ScriptedServer(scripts) if scripted else contextlib.nullcontext()
             try:
                 with server as running:
