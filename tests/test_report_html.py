@@ -1,9 +1,11 @@
-"""The HTML pages (issue 12): report.html of a real run and of a release-size synthetic run, and compare.html,
-opened in headless Chromium (Debian's, driven by Playwright; it cannot download a browser here).
+"""The HTML pages (issues 12 and 20): report.html of a real run and of a release-size synthetic run, and
+compare.html, opened in headless Chromium (Debian's, driven by Playwright; it cannot download a browser here).
 
 Each page must load with no console error and no request but its own file, show the numbers of its JSON, sort and
-filter, and read with JavaScript off. Screenshots are kept in build/test-artifacts/ (git-ignored) for people to look
-at: report-demo.png, report-synthetic.png, compare-synthetic.png.
+filter, and read with JavaScript off. The run page opens with its headline (the FSR ranking) and each summary row
+opens its predictions in the page. At 1280 and 390 px every page fits its viewport (wide tables scroll in their own
+box) and passes the checks of helpers/page_checks.py: captions, text alternatives, text of 10 px or more, contrast of
+4.5:1 or more. Screenshots are kept in build/test-artifacts/ (git-ignored) for people to look at.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from helpers import page_checks
 from helpers.checkout import ROOT
 from helpers.demo_run import EvalRun
 
+from asyncodebench.dataset.protocols import display_name
 from asyncodebench.reports.compare import Run, compare_runs
 from asyncodebench.reports.htmlcompare import render_compare
 from asyncodebench.reports.htmlreport import main as htmlreport_main
@@ -50,8 +54,10 @@ def browser() -> Iterator[Any]:
 class Opened:
     """A page as loaded, with every request it made and every console error or uncaught exception."""
 
-    def __init__(self, browser: Any, path: Path, javascript: bool = True) -> None:
-        self.context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1400, "height": 900})
+    def __init__(self, browser: Any, path: Path, javascript: bool = True,
+                 viewport: tuple[int, int] = (1400, 900)) -> None:
+        self.context = browser.new_context(java_script_enabled=javascript,
+                                           viewport={"width": viewport[0], "height": viewport[1]})
         self.page = self.context.new_page()
         self.requests: list[str] = []
         self.errors: list[str] = []
@@ -90,17 +96,19 @@ def _estimate_text(estimate: dict[str, Any], scale: float, digits: int) -> str:
 
 
 def _check_summary(opened: Opened, report: dict[str, Any]) -> None:
+    """The summary table: key columns first (model, protocol by its card name, the metrics), then the counts."""
     shown = {(cells[0], cells[1]): cells for cells in opened.rows("#summary-table")}
     assert len(shown) == len(report["summary"])
     for row in report["summary"]:
-        cells = shown[(row["model_name_or_path"], row["protocol"])]
-        assert cells[2:4] == [str(row["tasks"]), str(row["evaluated"])]
-        assert cells[4] == _estimate_text(row["fsr"], 100, 1)
-        assert cells[5] == _estimate_text(row["mean_pass_rate"], 100, 1)
-        assert cells[6] == _estimate_text(row["mean_adpr"], 100, 1)
-        assert cells[8] == _estimate_text(row["mean_drs_penalized"], 1, 2)
-        assert cells[10] == _estimate_text(row["mean_cail_penalized"], 1, 2)
-        assert cells[11] == str(row["infrastructure_errors"])
+        cells = shown[(row["model_name_or_path"], display_name(row["protocol"]))]
+        assert cells[2] == _estimate_text(row["fsr"], 100, 1)
+        assert cells[3] == _estimate_text(row["mean_pass_rate"], 100, 1)
+        assert cells[4] == _estimate_text(row["mean_adpr"], 100, 1)
+        assert cells[6] == _estimate_text(row["mean_drs_penalized"], 1, 2)
+        assert cells[8] == _estimate_text(row["mean_cail_penalized"], 1, 2)
+        assert cells[9:12] == [str(row["tasks"]), str(row["evaluated"]), str(row["infrastructure_errors"])]
+    fsr = [float(cells[2].split("[")[0]) for cells in opened.rows("#summary-table") if cells[2] != "n/a"]
+    assert fsr == sorted(fsr, reverse=True)  # the best first
 
 
 # --- the demo run's page ---------------------------------------------------------------------------------------
@@ -118,7 +126,7 @@ def test_the_demo_runs_page_shows_report_json_offline(shared_demo_run: EvalRun, 
         by_line = {int(cells[3]): cells for cells in predictions}
         for p in report["predictions"]:
             cells = by_line[p["line"]]
-            assert cells[:3] == [p["task_id"], p["model_name_or_path"], p["protocol"]]
+            assert cells[:3] == [p["task_id"], p["model_name_or_path"], display_name(p["protocol"])]
             assert cells[4] == p["outcome"] and cells[5] == f"{p['tests_passed']}/{p['tests_denominator']}"
             assert cells[6] == f"{p['pass_rate'] * 100:.1f}" and cells[11] == p["patch_status"]
         flagged = {c[1]: c[12] for c in predictions}
@@ -253,7 +261,7 @@ def test_the_comparison_page_shows_compare_json(browser: Any, tmp_path: Path) ->
         expected = [c for c in record["comparisons"] if c["view"] == "protocols"]
         assert len(shown) == len(expected)
         for cells, c in zip(shown, expected):
-            assert cells[:3] == [c["a"]["subject"], c["b"]["protocol"], c["metric"]]
+            assert cells[:3] == [c["a"]["subject"], display_name(c["b"]["protocol"]), c["metric"]]
             assert cells[3] == str(c["tasks"])
             scale, digits = (100, 1) if c["unit"] == "share" else (1, 2)
             if c["mean_difference"] is None:  # DRS and CAIL: single's T is 1, the others' more (nothing paired)
@@ -268,6 +276,166 @@ def test_the_comparison_page_shows_compare_json(browser: Any, tmp_path: Path) ->
         differences = [float(cells[6].split(" ")[0]) for cells in opened.rows("#protocols-table") if cells[6] != "n/a"]
         assert differences[0] <= differences[-1] and differences[0] == min(differences)
         print(f"screenshot: {opened.screenshot('compare-synthetic.png')}")
+    finally:
+        opened.close()
+
+
+# --- layout and access at a laptop's and a phone's width (issue 20) ----------------------------------------------
+
+WIDTHS = [(1280, 800), (390, 844)]
+
+
+def _synthetic_page(folder: Path) -> tuple[Path, dict[str, Any]]:
+    report = synthetic_report()
+    page_file = folder / "report.html"
+    page_file.write_text(render_report(report))
+    return page_file, report
+
+
+def _compare_page(folder: Path) -> Path:
+    runs = [Run(f"synth{seed}", f"synth{seed}/report.json",
+                synthetic_report(tasks=8, points=20, seed=seed, run_id=f"synth{seed}")) for seed in (0, 1)]
+    page_file = folder / "compare.html"
+    page_file.write_text(render_compare(compare_runs(runs)))
+    return page_file
+
+
+def assert_fits_and_reads(opened: Opened, name: str) -> None:
+    """No sideways scroll of the page, and (with every <details> open) captions, text alternatives, text sizes and
+    contrast as helpers/page_checks.py checks them."""
+    width = page_checks.page_width(opened.page)
+    assert width["scroll"] <= width["viewport"], (width, page_checks.widest(opened.page))
+    print(f"screenshot: {opened.screenshot(name)}")
+    page_checks.open_all_details(opened.page)
+    found = {check: items for check, items in page_checks.problems(opened.page).items() if items}
+    assert found == {}
+    opened.assert_clean()
+
+
+def assert_headline_first(opened: Opened) -> None:
+    """The headline is the first thing under the title and wholly inside the first screen (its table's first rows
+    at least), and the key columns of the summary come first: the FSR column is in view without scrolling."""
+    page = opened.page
+    order = page.evaluate("() => Array.from(document.querySelectorAll('h1, main > section, h2')).map(e => e.id || "
+                          "e.tagName)")
+    assert order[:3] == ["H1", "headline", "headline-title"], order
+    height = page.evaluate("window.innerHeight")
+    for selector in ("#headline-title", "#headline-verdict"):
+        box = page.locator(selector).bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (selector, box, height)
+    first_row = page.locator("#headline-table tbody tr").first
+    if first_row.count():
+        box = first_row.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= height, (box, height)
+    fsr = page.locator("#summary-table thead th").nth(2)
+    assert fsr.inner_text().startswith("FSR")
+    box = fsr.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= page.evaluate("window.innerWidth")
+
+
+@pytest.mark.parametrize("viewport", WIDTHS, ids=lambda v: f"{v[0]}px")
+def test_the_demo_runs_page_fits_and_reads(shared_demo_run: EvalRun, browser: Any, viewport: tuple[int, int]) -> None:
+    opened = Opened(browser, shared_demo_run.run_dir / "report.html", viewport=viewport)
+    try:
+        assert_headline_first(opened)
+        # One task in the demo: said in words, nothing ranked.
+        assert "one task" in opened.page.inner_text("#headline-verdict")
+        assert opened.page.locator("#headline-table .rank").count() == 0
+        assert_fits_and_reads(opened, f"report-demo-{viewport[0]}.png")
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("viewport", WIDTHS, ids=lambda v: f"{v[0]}px")
+def test_a_release_size_page_fits_and_reads(browser: Any, tmp_path: Path, viewport: tuple[int, int]) -> None:
+    page_file, report = _synthetic_page(tmp_path)
+    opened = Opened(browser, page_file, viewport=viewport)
+    try:
+        assert_headline_first(opened)
+        headers = opened.page.eval_on_selector_all("#headline-table thead th", "ths => ths.map(t => t.textContent)")
+        assert headers == ["model", "Overall", "Single", "Serial", "Async-Private", "Async-RO-Manager", "Async-Manager"]
+        assert_fits_and_reads(opened, f"report-synthetic-{viewport[0]}.png")
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("viewport", WIDTHS, ids=lambda v: f"{v[0]}px")
+def test_the_comparison_page_fits_and_reads(browser: Any, tmp_path: Path, viewport: tuple[int, int]) -> None:
+    opened = Opened(browser, _compare_page(tmp_path), viewport=viewport)
+    try:
+        assert "Async-RO-Manager" in [cells[1] for cells in opened.rows("#protocols-table")]
+        assert_fits_and_reads(opened, f"compare-synthetic-{viewport[0]}.png")
+    finally:
+        opened.close()
+
+
+def test_the_headline_ranks_the_synthetic_models_as_the_ranking_says(browser: Any, tmp_path: Path) -> None:
+    from asyncodebench.reports.ranking import headline
+
+    page_file, report = _synthetic_page(tmp_path)
+    opened = Opened(browser, page_file, javascript=False)
+    try:
+        rankings = headline(report["predictions"], ("single", "serial_specialists", "async_private",
+                                                    "caid_manager", "async_manager"))
+        rows = {cells[0]: cells[1:] for cells in opened.rows("#headline-table")}
+        assert list(rows) == [s.model for s in rankings[0].standings]  # in the overall order
+        for column, ranking in enumerate(rankings):
+            for s in ranking.standings:
+                interval = f"[{s.ci_low * 100:.1f}, {s.ci_high * 100:.1f}]"
+                assert rows[s.model][column] == f"{s.rank_text} {s.mean * 100:.1f} {interval}"
+        leader = rankings[0].standings[0]
+        verdict = " ".join(opened.page.inner_text("#headline-verdict").split())
+        assert leader.model in verdict and f"{leader.mean * 100:.1f}" in verdict
+        method = opened.page.inner_text("#headline-method")
+        assert "10,000 resamples, seed 42" in method and "tie" in method
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["script", "no-script"])
+def test_a_summary_row_opens_its_predictions_in_the_page(shared_demo_run: EvalRun, browser: Any,
+                                                         javascript: bool) -> None:
+    """The model's name in a summary row opens that cell's predictions (a <details>): the outcome, the flags, the
+    checkpoint timeline, the end of the evaluator output as text, links to the files; with or without script."""
+    report = shared_demo_run.report
+    row = next(p for p in report["predictions"] if p["model_name_or_path"] == "hostile-test-edit")
+    assert row["output_tail"] and len(row["output_tail"]) <= 2048 and row["output_tail"].count("\n") < 30
+    opened = Opened(browser, shared_demo_run.run_dir / "report.html", javascript=javascript, viewport=(390, 844))
+    try:
+        assert opened.page.locator("details.cell[open]").count() == 0
+        opened.page.locator("#summary-table a", has_text="hostile-test-edit").click()
+        cell = opened.page.locator("details.cell[open]")
+        assert cell.count() == 1 and "hostile-test-edit" in cell.locator("summary").inner_text()
+        tail = cell.locator("pre.tail")
+        assert tail.is_visible() and tail.text_content() == row["output_tail"]
+        assert "restored: tests/test_api.py" in cell.locator(".flags-line").inner_text()
+        steps = cell.locator("ol.steps li")
+        assert steps.count() == len(next(iter(row["dependency_trace"].values())))
+        hrefs = cell.locator("p.links a").evaluate_all("links => links.map(a => a.href)")
+        files = [Path(href.removeprefix("file://")) for href in hrefs if not href.endswith("/")]
+        assert len(files) == 3 and all(f.is_file() for f in files)
+        assert cell.locator("pre.tail").bounding_box()["width"] <= 390  # type: ignore[index]
+        opened.assert_clean()
+    finally:
+        opened.close()
+
+
+def test_hostile_evaluator_output_shows_as_text(browser: Any, tmp_path: Path) -> None:
+    """The output tail is the evaluated code's output: markup in it is shown, never run or fetched."""
+    from asyncodebench.reports.report import build_report
+    from asyncodebench.reports.synthetic import synthetic_inputs
+
+    metadata, file, results = synthetic_inputs(tasks=2, points=2, models=("m1",), protocols=("single",))
+    report = build_report(metadata, file, results)
+    hostile = f"collected 3 items\n</pre></details><script>console.error('ran')</script>{HOSTILE_MODEL}\nFAILED"
+    report["predictions"][0]["output_tail"] = hostile
+    page_file = tmp_path / "report.html"
+    page_file.write_text(render_report(report))
+    opened = Opened(browser, page_file)
+    try:
+        opened.page.locator("details.cell summary").first.click()
+        assert opened.page.locator("details.cell[open] pre.tail").text_content() == hostile
+        opened.assert_clean()
     finally:
         opened.close()
 

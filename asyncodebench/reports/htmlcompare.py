@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
+from asyncodebench.dataset.protocols import display_name
 from asyncodebench.reports import htmlsvg
-from asyncodebench.reports.htmlpage import render
-
-KIT_ROOT = Path(__file__).resolve().parents[2]  # the kit's source tree, which holds docs/METRICS.md
+from asyncodebench.reports.htmlpage import kit_doc_href, render
 
 VIEWS = (
     ("protocols", "Protocols against single",
@@ -25,10 +22,10 @@ def keys(view: str, record: dict[str, Any]) -> list[str]:
     """The cells that name one comparison of a view, in the order of the view's headers."""
     a, b = record["a"], record["b"]
     if view == "protocols":
-        return [a["subject"], b["protocol"]]
+        return [a["subject"], display_name(b["protocol"])]
     if view == "models":
-        return [a["protocol"], a["subject"], b["subject"]]
-    return [a["model"], a["protocol"], a["run"], b["run"]]
+        return [display_name(a["protocol"]), a["subject"], b["subject"]]
+    return [a["model"], display_name(a["protocol"]), a["run"], b["run"]]
 
 
 def _scale(record: dict[str, Any]) -> float:
@@ -37,13 +34,8 @@ def _scale(record: dict[str, Any]) -> float:
 
 
 def note_href(link: str) -> str | None:
-    """Where a note's link opens from a page that may be written anywhere, or sent to someone else: the document's
-    copy in the release's Hub repository (the card links it, so it is published with it); None (shown as text) when
-    this kit has no such file to publish."""
-    path, _, anchor = link.partition("#")
-    if not (KIT_ROOT / path).is_file():
-        return None
-    return f"https://huggingface.co/datasets/{DEFAULT_DATASET}/blob/{DEFAULT_REVISION}/{path}#{anchor}"
+    """Where a note's link opens (`htmlpage.kit_doc_href`: the document's copy in the release's Hub repository)."""
+    return kit_doc_href(link)
 
 
 def view_rows(view: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ autoescape: model names and task ids are user data.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import jinja2
 from markupsafe import Markup
 
 from asyncodebench import __version__
+from asyncodebench.dataset.protocols import display_name
+from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -63,11 +66,34 @@ def sort_key(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+KIT_ROOT = Path(__file__).resolve().parents[2]  # the kit's source tree, which holds docs/METRICS.md
+METRICS_DOC = "docs/METRICS.md"
+HUB_LINK = re.compile(r"(https://huggingface\.co/\S+[^\s.,;:)])")
+
+
+def kit_doc_href(link: str) -> str | None:
+    """Where a link to a kit document (`docs/METRICS.md#anchor`) opens from a page that may be written anywhere, or
+    sent to someone else: the document's copy in the release's Hub repository (the card links it, so it is
+    published with it); None (shown as text) when this kit has no such file to publish."""
+    path, _, anchor = link.partition("#")
+    if not (KIT_ROOT / path).is_file():
+        return None
+    return f"https://huggingface.co/datasets/{DEFAULT_DATASET}/blob/{DEFAULT_REVISION}/{path}" + (
+        f"#{anchor}" if anchor else "")
+
+
+def linked(text: str) -> Markup:
+    """Text with its Hub addresses as links (the notes of report.json end with one); everything else escaped."""
+    parts = HUB_LINK.split(str(text))
+    return Markup("").join(Markup('<a href="{0}">{0}</a>').format(part) if i % 2 else part
+                           for i, part in enumerate(parts))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(number=_number, percent=percent, interval=interval, bounds=bounds, pvalue=p_value,
-                       sortkey=sort_key)
+                       sortkey=sort_key, protocol=display_name, linked=linked)
     return env
 
 
@@ -80,5 +106,6 @@ def render(template: str, **context: Any) -> str:
     if _ENV is None:  # built once per process: the loader caches compiled templates
         _ENV = _environment()
     assets = {"style": Markup((TEMPLATES / "page.css").read_text()),
-              "script": Markup((TEMPLATES / "tables.js").read_text()), "version": __version__}
+              "script": Markup((TEMPLATES / "tables.js").read_text()), "version": __version__,
+              "metrics_href": kit_doc_href(f"{METRICS_DOC}#decisions-for-this-project")}
     return _ENV.get_template(template).render(**assets, **context)

@@ -19,10 +19,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.reports import htmlsvg
+from asyncodebench.dataset.protocols import PROTOCOLS, display_name
+from asyncodebench.reports import htmlsvg, ranking
 from asyncodebench.reports.flags import row_flags
 from asyncodebench.reports.htmlpage import render
-from asyncodebench.reports.report import dataset_source
+from asyncodebench.reports.report import dataset_source, sessions_text
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.runfolder import prediction_path
 
@@ -53,6 +54,54 @@ def prediction_rows(report: dict[str, Any], artifacts_base: str) -> list[dict[st
         rows.append({**row, "flags": row_flags(row), "folder": folder,
                      "links": [(text, folder + name) for text, name in ARTIFACTS]})
     return rows
+
+
+STEP_NAMES = {"agent_artifact": "agent artifact", "integration_after_merge": "merge", "final_integrated": "final state"}
+
+
+def headline_table(report: dict[str, Any]) -> dict[str, Any]:
+    """The headline: FSR per model, ranked overall and per protocol (`reports.ranking`), as the template shows it.
+
+    Columns are the scopes (overall only when the run has more than one protocol), rows the models in their overall
+    order; `state` says in words when a scope could not be ranked."""
+    rankings = ranking.headline(report["predictions"], PROTOCOLS)
+    if len(rankings) == 2:  # one protocol: overall is the same numbers again
+        rankings = rankings[1:]
+    if not rankings:
+        return {"columns": [], "rows": [], "leaders": [], "state": None, "models": 0, "tasks": 0}
+    first = rankings[0]
+    columns = [{"scope": r.scope, "name": "Overall" if r.scope == ranking.OVERALL else display_name(r.scope),
+                "state": r.state} for r in rankings]
+    rows = [{"model": s.model, "cells": [r.of(s.model) for r in rankings]} for s in first.standings]
+    leaders = [s for s in first.standings if s.rank == 1]
+    tasks = len({p["task_id"] for p in report["predictions"] if p.get("status") == "evaluated"})
+    return {"columns": columns, "rows": rows, "leaders": leaders, "state": first.state, "scope": columns[0]["name"],
+            "models": len(first.standings), "tasks": tasks}
+
+
+def timeline_steps(trace: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A prediction's checkpoints in order, each with how many of its dependency points pass per probe group."""
+    series = list(trace.values())
+    if not series:
+        return []
+    steps = []
+    for k, step in enumerate(series[0]):
+        at = [s[k] for s in series if k < len(s)]
+        kind = STEP_NAMES.get(step["checkpoint_type"], step["checkpoint_type"])
+        steps.append({"step": step["step"], "label": f"{kind} of {step['agent_id']}" if step.get("agent_id") else kind,
+                      "agent_workspace": step["workspace_kind"] == "agent_workspace", "points": len(at),
+                      **{group: sum(bool(s[group]) for s in at) for group in ("integrated", "upstream", "downstream")}})
+    return steps
+
+
+def cell_details(report: dict[str, Any], artifacts_base: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per (model, protocol): its predictions as the drill-down shows them (outcome, flags, checkpoint timeline,
+    the end of the evaluator's output, links to its files), by task and line."""
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in prediction_rows(report, artifacts_base):
+        cells[(row["model_name_or_path"], row["protocol"])].append(
+            {**row, "steps": timeline_steps(row.get("dependency_trace") or {})})
+    return cells
 
 
 def dependency_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -86,9 +135,11 @@ def dependency_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def headline_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The headline table: per summary row, one cell per `HEADLINE` metric (estimate, interval, glyph)."""
+    """The summary table: per summary row, one cell per `HEADLINE` metric (estimate, interval, glyph), the best FSR
+    first."""
     rows = []
-    for row in report["summary"]:
+    for row in sorted(report["summary"], key=lambda r: (-((r.get("fsr") or {}).get("mean") or -1.0),
+                                                      r["model_name_or_path"], r["protocol"])):
         cells = []
         for field, _, factor, glyph in HEADLINE:
             value = row.get(field)
@@ -124,9 +175,21 @@ def resolution_figure(report: dict[str, Any]) -> tuple[str | None, str | None]:
     try:
         from asyncodebench.reports.plots import resolution_svg
 
-        return resolution_svg(report["predictions"]), None
+        svg = resolution_svg(report["predictions"])
+        # Named by its caption, whose table holds the same numbers as text.
+        return (svg.replace("<svg ", '<svg role="img" aria-labelledby="resolution-caption" ', 1) if svg else None), None
     except Exception as exc:  # matplotlib or fonts missing or broken
         return None, f"The figure could not be drawn ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})."
+
+
+def figure_data(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figure's numbers as a table (its text alternative): per cell and probe group, the share passing at each
+    step, in percent."""
+    from asyncodebench.reports.plots import GROUPS, share_curves
+
+    return [{"model": model, "protocol": protocol, "group": group, "predictions": curves["predictions"],
+             "values": [round(v * 100) for v in curves[group]]}
+            for (model, protocol), curves in share_curves(report["predictions"]).items() for group in GROUPS]
 
 
 def render_report(report: dict[str, Any], artifacts_base: str = "") -> str:
@@ -135,10 +198,11 @@ def render_report(report: dict[str, Any], artifacts_base: str = "") -> str:
     run = report["run"]
     return render(
         "report.html.j2", report=report, run=run, counts=report["counts"], headline=HEADLINE,
+        ranking=headline_table(report), cells=cell_details(report, artifacts_base), figure_data=figure_data(report),
         summary=headline_rows(report), predictions=prediction_rows(report, artifacts_base),
         infrastructure=[p for p in report["predictions"] if p["status"] != "evaluated"],
         dependencies=dependency_sections(report), figure=figure, figure_problem=figure_problem,
-        dataset_text=dataset_source(run["dataset"]).replace("`", ""),
+        dataset_text=dataset_source(run["dataset"]).replace("`", ""), sessions_text=sessions_text(run),
         settings=settings_items(run.get("settings") or {}),
         images=image_rows(run), baselines=sorted((run.get("baselines") or {}).items()),
         has_contracts=bool(run.get("dependency_points")),

@@ -12,7 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-CELL, LANE, GAP = 22, 9, 2  # one checkpoint column, one probe-group lane, the space between lanes
+CELL, LANE, GAP = 22, 10, 2  # one checkpoint column, one probe-group lane (fits the 10 px letters), the space
 LANES = (("upstream", "U", "u"), ("downstream", "D", "d"), ("integrated", "I", "i"))
 LABEL = 10  # room for the lane letters on the left
 
@@ -67,9 +67,9 @@ def timeline(steps: list[dict[str, Any]], columns: int) -> Markup:
 def step_axis(columns: int) -> Markup:
     """The step numbers 1..T above a column of timelines."""
     width = LABEL + CELL * columns
-    labels = "".join(f'<text x="{LABEL + (k - 0.5) * CELL}" y="9" text-anchor="middle">{k}</text>'
+    labels = "".join(f'<text x="{LABEL + (k - 0.5) * CELL}" y="10" text-anchor="middle">{k}</text>'
                      for k in range(1, columns + 1))
-    return Markup(f'<svg class="timeline" width="{width}" height="11" viewBox="0 0 {width} 11" '
+    return Markup(f'<svg class="timeline" width="{width}" height="12" viewBox="0 0 {width} 12" role="img" '
                   f'aria-label="checkpoint steps 1 to {columns}">{labels}</svg>')
 
 

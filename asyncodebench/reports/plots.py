@@ -65,8 +65,9 @@ def resolution_figure(predictions: list[dict[str, Any]]) -> Any:
     columns = min(MAX_COLUMNS, len(curves))
     rows = math.ceil(len(curves) / columns)
     longest = max(len(c["integrated"]) for c in curves.values())
-    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False, "font.size": 7}):
-        figure, axes = plt.subplots(rows, columns, figsize=(1.9 * columns + 0.5, 1.7 * rows + 0.8), dpi=110,
+    # 8 pt is 10.7 px where a page shows the SVG at its own size (the page's smallest text is 10 px).
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False, "font.size": 8}):
+        figure, axes = plt.subplots(rows, columns, figsize=(2.1 * columns + 0.5, 1.9 * rows + 0.9), dpi=110,
                                     sharex=True, sharey=True, squeeze=False, layout="constrained")
         for panel, ((model, protocol), group_curves) in zip(axes.flat, curves.items()):
             for group in GROUPS:
@@ -74,7 +75,7 @@ def resolution_figure(predictions: list[dict[str, Any]]) -> Any:
                 panel.plot(range(1, len(values) + 1), values, label=f"{group} probes", **STYLE[group])
             count = group_curves["predictions"]
             panel.set_title(f"{_short(model)}\n{display_name(protocol)}" + (f" ({count} runs)" if count > 1 else ""),
-                            fontsize=7, parse_math=False)
+                            fontsize=8, parse_math=False)
         for panel in axes.flat[len(curves):]:
             panel.set_visible(False)
         for panel in axes.flat:
@@ -91,12 +92,12 @@ def resolution_figure(predictions: list[dict[str, Any]]) -> Any:
         for panel in axes[-1, :]:
             panel.set_xlabel("checkpoint step")
         figure.suptitle("Dependency points whose probes pass, by checkpoint step "
-                        "(mean over each cell's predictions)", fontsize=8)
+                        "(mean over each cell's predictions)", fontsize=9)
         figure.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False)
     return figure
 
 
-def _short(text: str, limit: int = 34) -> str:
+def _short(text: str, limit: int = 30) -> str:
     """Panel titles keep to their panel's width; the full name is in the report's tables."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -75,4 +75,19 @@
   }
 
   document.querySelectorAll("table.data").forEach(enhance);
+
+  // A link to a closed <details> (a cell's predictions) opens it. Without this script the link still works:
+  // browsers open a <details> when the address's fragment names an element inside it (its summary).
+  function reveal(id) {
+    var target = id && document.getElementById(id);
+    for (var node = target; node; node = node.parentElement) {
+      if (node.tagName === "DETAILS") node.open = true;
+    }
+  }
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest('a[href^="#"]');
+    if (link) reveal(decodeURIComponent(link.getAttribute("href").slice(1)));
+  });
+  window.addEventListener("hashchange", function () { reveal(decodeURIComponent(location.hash.slice(1))); });
+  if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
 })();
