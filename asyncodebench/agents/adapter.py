@@ -5,14 +5,19 @@ hands it with the agent's spec and budget to an adapter, and, when the adapter r
 from the workspace itself: an adapter never reports its own diff, so every agent is judged the same way. The
 default adapter is mini-swe-agent (`miniswe.MiniSweAgent`); another agent plugs in by implementing `AgentAdapter`
 (a loop on the host that calls `workspace.execute`, or a command-line agent started inside the container with it).
+
+Messages (the manager protocols) reach a running agent through its spec's `inbox`: an adapter that supports them
+calls `inbox.take()` between steps and shows what it returns in the agent's next observation; one that does not
+leaves the inbox alone, and undelivered messages are recorded as such when the agent finishes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 # Why an agent stopped (METRICS section 9): the valid reasons, then those that make a run invalid or need review.
 AGENT_FINISH, ITERATION_LIMIT, STUCK_DETECTED, ADAPTER_COMPLETED = (
@@ -46,6 +51,45 @@ class AgentSpec:
     instruction: str  # the whole task as this agent is told it (prompts.instruction)
     model: ModelEndpoint
     trajectory: Path  # where the adapter writes the agent's trajectory (JSONL, one line per message)
+    inbox: Inbox | None = None  # messages for the agent while it runs (manager protocols); None: none will come
+
+
+class Inbox:
+    """Messages for one running agent: posted from another thread, taken by its adapter between steps.
+
+    `on_delivered(text)` is called for each message as the adapter takes it (the protocol records the delivery).
+    Once closed (the agent finished), a post is refused: the message is not delivered.
+    """
+
+    def __init__(self, on_delivered: Callable[[str], None] | None = None) -> None:
+        self._pending: list[str] = []
+        self._closed = False
+        self._lock = threading.Lock()
+        self._on_delivered = on_delivered
+
+    def post(self, text: str) -> bool:
+        """Queue `text` for the agent's next observation; False when the agent has already finished."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._pending.append(text)
+            return True
+
+    def take(self) -> list[str]:
+        """The messages posted since the last take, oldest first (the adapter shows them to the agent)."""
+        with self._lock:
+            taken, self._pending = self._pending, []
+        for text in taken:
+            if self._on_delivered is not None:
+                self._on_delivered(text)
+        return taken
+
+    def close(self) -> list[str]:
+        """Refuse further posts; return the messages never taken (undelivered)."""
+        with self._lock:
+            self._closed = True
+            left, self._pending = self._pending, []
+        return left
 
 
 @dataclass(frozen=True)

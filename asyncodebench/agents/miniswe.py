@@ -1,12 +1,11 @@
 """The default agent: mini-swe-agent 2.x (PyPI `mini-swe-agent`), its loop on the host, its commands in the task's
-container.
-
-Its `DefaultAgent` runs as published; this module gives it three parts: a model (its `LitellmModel`, pointed at an
-OpenAI-compatible endpoint, with client errors such as a used-up script ending the run instead of being retried),
-an environment whose `execute` is the workspace's (`container.AgentWorkspace`), and a subclass that writes each
-message to the trajectory as it is added. The budget is its `step_limit`: one step is one model response (METRICS
-section 9), format errors included. Importing this module imports litellm (seconds), so the runner imports it only
-when an agent is about to run.
+container. Its `DefaultAgent` runs as published; this module gives it three parts: a model (its `LitellmModel`,
+pointed at an OpenAI-compatible endpoint, with client errors such as a used-up script ending the run instead of
+being retried), an environment whose `execute` is the workspace's (`container.AgentWorkspace`), and a subclass that
+writes each message to the trajectory as it is added (and shows the messages of its inbox, if any, as a user message
+after each step's observations: how a manager's message reaches a running agent). The budget is its `step_limit`:
+one step is one model response (METRICS section 9), format errors included. Importing this module imports litellm
+(seconds), so the runner imports it only when an agent is about to run.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from asyncodebench.agents.adapter import (  # noqa: E402
     WALL_CLOCK_TIMEOUT,
     AgentRun,
     AgentSpec,
+    Inbox,
     ModelEndpoint,
     Usage,
     Workspace,
@@ -70,6 +70,7 @@ FORMAT_ERROR_TEMPLATE = (
     "Your reply could not be used: {{ error }}\nCall the `bash` tool with exactly one command, or call it with "
     f"`echo {SUBMIT}` alone when you are done."
 )
+INBOX_HEADER = "<message from your team's manager>"
 EXIT_REASONS = {"Submitted": AGENT_FINISH, "LimitsExceeded": ITERATION_LIMIT, "TimeExceeded": WALL_CLOCK_TIMEOUT,
                 "RepeatedFormatError": STUCK_DETECTED}
 
@@ -125,9 +126,10 @@ class ContainerEnvironment:
 class RecordingAgent(DefaultAgent):
     """mini-swe-agent's DefaultAgent, writing each message to the trajectory as it is added."""
 
-    def __init__(self, writer: TrajectoryWriter, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, writer: TrajectoryWriter, *args: Any, inbox: Inbox | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.writer = writer
+        self.inbox = inbox
         self.commands: dict[str, str] = {}  # tool call id -> command, to name each observation's command
         self.usage = Usage()
 
@@ -136,6 +138,14 @@ class RecordingAgent(DefaultAgent):
         for message in messages:
             self._record(message)
         return super().add_messages(*messages)
+
+    def execute_actions(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """Run the response's commands as mini-swe-agent does, then add the inbox's messages (the agent reads them
+        with the observations, before its next response)."""
+        added = super().execute_actions(message)
+        for text in self.inbox.take() if self.inbox is not None else []:
+            added += self.add_messages({"role": "user", "content": f"{INBOX_HEADER}\n{text}", "extra": {"inbox": True}})
+        return added
 
     def _record(self, message: dict[str, Any]) -> None:
         extra = message.get("extra") or {}
@@ -152,6 +162,8 @@ class RecordingAgent(DefaultAgent):
                               timed_out=extra.get("timed_out", False))
         elif role == "exit":
             self.writer.write("exit", exit_status=extra.get("exit_status"), content=content)
+        elif extra.get("inbox"):
+            self.writer.write("inbox", content=content)
         elif extra.get("interrupt_type") == "FormatError":
             self.writer.write("format_error", content=content, **tokens)
         else:
@@ -187,7 +199,8 @@ class MiniSweAgent:
         writer = TrajectoryWriter(agent.trajectory)
         loop = RecordingAgent(writer, endpoint_model(agent.model), ContainerEnvironment(workspace),
                               system_template=SYSTEM_TEMPLATE, instance_template=INSTANCE_TEMPLATE,
-                              step_limit=budget, cost_limit=0, max_consecutive_format_errors=self.max_format_errors)
+                              step_limit=budget, cost_limit=0, max_consecutive_format_errors=self.max_format_errors,
+                              inbox=agent.inbox)
         started, clock = now(), time.monotonic()
         detail, reason = "", None
         try:

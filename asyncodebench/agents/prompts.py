@@ -1,5 +1,6 @@
 """What each agent is told: the task statement, its role and writable paths, the dependency contracts it is part
-of, the tests to check its work with, and (serial protocol) the completed artifacts handed to it.
+of, the tests to check its work with, the completed artifacts handed to it (serial protocol, and a manager's
+rerun), and the manager's messages; and what the manager of the manager protocols is told (`manager_*`).
 
 The final evaluator is never named as a stopping oracle (METRICS section 9): agents get their primary test
 targets as a way to check their work, as upstream's instructions do.
@@ -26,8 +27,8 @@ class Handoff:
 
 
 def instruction(spec: TaskSpec, task_row: dict[str, Any], scenario: dict[str, Any], assignment: dict[str, Any],
-                handoffs: tuple[Handoff, ...] = ()) -> str:
-    """The whole task as `assignment`'s agent is told it in `scenario`."""
+                handoffs: tuple[Handoff, ...] = (), messages: tuple[str, ...] = ()) -> str:
+    """The whole task as `assignment`'s agent is told it in `scenario`, with the manager's `messages` to it."""
     agent_id, writable = assignment["agent_id"], assignment["writable_paths"]
     team = [a for a in scenario["assignments"] if a["agent_id"] != agent_id]
     parts = [
@@ -59,6 +60,9 @@ def instruction(spec: TaskSpec, task_row: dict[str, Any], scenario: dict[str, An
         parts += ["", "## Completed artifacts handed to you"]
         parts += [f"- {h.agent_id} ({h.role}): {h.merge_status}, changed {', '.join(h.changed_paths) or 'nothing'} "
                   f"(it stopped by {h.termination_reason})" for h in handoffs]
+    if messages:
+        parts += ["", "## Messages from your team's manager"]
+        parts += [f"- {m.strip()}" for m in messages]
     targets = assignment.get("primary_test_targets") or []
     if targets:
         command = shlex.join([spec.interpreter, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets])
@@ -75,4 +79,47 @@ def _visibility(scenario: dict[str, Any]) -> str:
     if condition == "none_in_flight":
         return ("You all work at the same time in private copies of the repository and cannot see each other's "
                 "changes; the copies are merged only after everyone has finished.")
+    if scenario.get("online"):
+        return ("You all work at the same time in private copies of the repository. A manager who does not write "
+                "code follows your team: its messages, and the work of teammates it hands to you, appear in your "
+                "observations while you work.")
+    if scenario["protocol"] in MANAGER_PROTOCOLS:
+        return ("You all work at the same time in private copies of the repository, merged when you finish. A "
+                "manager who does not write code briefs you before you start and may run you again afterwards on "
+                "the merged work of the team.")
     return f"Communication between agents: {condition}."
+
+
+MANAGER_PROTOCOLS = ("caid_manager", "async_manager")
+
+
+def manager_system(spec: TaskSpec, task_row: dict[str, Any], scenario: dict[str, Any]) -> str:
+    """What the manager is told once: the task, the team, the contracts, and how to act."""
+    online = bool(scenario.get("online"))
+    parts = [
+        f"You manage a team of specialists on AsynCodeBench task {spec.task_id}, scenario {scenario['scenario_id']} "
+        f"({scenario['display_name']}). You never write or run code: you act only through your replies.",
+        "", "## The task", task_row["problem_statement"].strip(), "", "## The team",
+        *[f"- {a['agent_id']} ({a['role']}) owns {', '.join(a['writable_paths'])}" for a in scenario["assignments"]],
+        "", "## Contracts between parts of the code",
+        *[f"- {d.dependency_id} ({d.producer_agent or 'integrator'} -> {d.consumer_agent}): "
+          f"{d.contract_summary.strip()}" for d in spec.dependencies],
+        "", "## How you act",
+        "Each of your replies is one JSON object, alone or in one ```json block: {\"actions\": [...]}, where an "
+        "action is one of",
+        '- {"type": "message", "to": AGENT, "text": TEXT}: '
+        + ("the agent reads it with its next observation (only while it runs; before they start, it is part of "
+           "their brief)." if online else "part of the agent's brief (only before the specialists start)."),
+        *(['- {"type": "handoff", "from": AGENT, "to": AGENT}: show a finished agent\'s merged artifact (its diff) '
+           "to a running agent."] if online else []),
+        '- {"type": "rerun", "agent": AGENT, "text": TEXT}: run a finished agent again, starting from the merged '
+        "work of the team, told TEXT" + ("." if online else " (only between rounds)."),
+        'Reply {"actions": []} when nothing is needed. A reply that does not parse, or asks for what the moment '
+        "does not allow, is rejected whole and still counts against your budget of replies.",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def manager_event(title: str, lines: list[str], moment_help: str) -> str:
+    """One event as the manager is told it: what happened, the team's state, what it may do now."""
+    return "\n".join([f"## {title}", *lines, "", moment_help]) + "\n"

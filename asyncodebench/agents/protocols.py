@@ -5,6 +5,10 @@
   the integrated result of those before it (completed-artifact hand-off), its artifact merged before the next.
 - `async_private`: the specialists at the same time, each in a private container from the base, their artifacts
   merged in dependency order only after all have finished.
+- `caid_manager` (Async-RO-Manager) and `async_manager` (Async-Manager): the specialists at the same time under a
+  manager that never writes code and acts through structured messages, hand-offs and reruns (`managed.py`, the
+  manager's loop and action format in `manager.py`). Their predictions carry the states the runner really had as
+  explicit `checkpoints` (a rerun's states cannot be expressed by `agent_patches`).
 
 Merging is the harness's (`Workbench.integrate`: a trusted container, `git apply` then a three-way apply, scope
 violations rejected), the same code `evaluate.py` runs on the prediction's `agent_patches`, so the states handed
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from asyncodebench.agents.adapter import AgentAdapter, AgentRun, AgentSpec, ModelEndpoint, now
+from asyncodebench.agents.adapter import AgentAdapter, AgentRun, AgentSpec, Inbox, ModelEndpoint, now
 from asyncodebench.agents.container import WorkspaceLostError, agent_workspace
 from asyncodebench.agents.prompts import Handoff, instruction
 from asyncodebench.agents.scope import out_of_scope, restrict
@@ -31,8 +35,8 @@ from asyncodebench.harness.integration import AgentMerge, Integration, merge_ord
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.scoring.patches import patch_bytes, patch_text, touched_paths
 
-IMPLEMENTED = ("single", "serial_specialists", "async_private")
-TODO = ("caid_manager", "async_manager")  # refused with a message until their manager loops exist
+IMPLEMENTED = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
+MANAGED = ("caid_manager", "async_manager")  # run by `managed.py`
 
 
 @dataclass(frozen=True)
@@ -76,14 +80,16 @@ class AgentOutcome:
 
 @dataclass
 class Outcome:
-    """What a scenario produced: the final patch, the specialists' artifacts (None for `single`), each agent's
-    outcome, the merges and the timed events."""
+    """What a scenario produced: the final patch, the specialists' artifacts (None for `single` and the manager
+    protocols), each agent run's outcome, the merges, the timed events and, for the manager protocols, the
+    checkpoint states in the prediction's `checkpoints` shape (None: the harness derives them)."""
 
     model_patch: str
     agent_patches: dict[str, str] | None
     agents: list[AgentOutcome] = field(default_factory=list)
     merges: list[AgentMerge] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: list[dict[str, Any]] | None = None
 
 
 class Events:
@@ -105,27 +111,35 @@ def budget(scenario: Scenario, override: int | None) -> int:
 
 
 def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], start: bytes, events: Events,
-              handoffs: tuple[Handoff, ...] = ()) -> AgentOutcome:
-    """Run one agent in a fresh container at `start` and read its artifact.
+              handoffs: tuple[Handoff, ...] = (), messages: tuple[str, ...] = (), inbox: Inbox | None = None,
+              label: str = "") -> AgentOutcome:
+    """Run one agent in a fresh container at `start` and read its artifact (what it changed from `start`).
+    `messages` are the manager's to it, `inbox` brings more while it runs; `label` names its files (the agent id
+    unless it runs again).
 
     Raises:
         SandboxUnavailableError: the container engine failed.
     """
     agent_id = assignment["agent_id"]
+    label = label or agent_id
     writable = tuple(assignment["writable_paths"])
     spec = AgentSpec(agent_id, assignment["role"], writable,
-                     instruction(scenario.spec, scenario.task_row, scenario.row, assignment, handoffs),
-                     ctx.endpoint(agent_id), ctx.folder / "trajectories" / f"{agent_id}.jsonl")
+                     instruction(scenario.spec, scenario.task_row, scenario.row, assignment, handoffs, messages),
+                     ctx.endpoint(agent_id), ctx.folder / "trajectories" / f"{label}.jsonl", inbox)
     with agent_workspace(ctx.bench, start, ctx.command_timeout) as workspace:
-        events.add("agent_started", agent_id=agent_id, container=workspace.container_name)
-        run = ctx.adapter.run(spec, workspace, budget(scenario, ctx.budget))
+        events.add("agent_started", agent_id=agent_id, container=workspace.container_name, run=label)
+        try:
+            run = ctx.adapter.run(spec, workspace, budget(scenario, ctx.budget))
+        finally:
+            for text in inbox.close() if inbox is not None else []:
+                events.add("message_undelivered", agent_id=agent_id, text=text[:200])
         events.add("agent_finished", agent_id=agent_id, termination_reason=run.termination_reason)
         try:
             raw, problem = workspace.patch()
         except WorkspaceLostError as exc:
             raw, problem = b"", str(exc)
     patch = patch_text(raw)
-    write_atomic(ctx.folder / "patches" / f"{agent_id}.diff", raw)
+    write_atomic(ctx.folder / "patches" / f"{label}.diff", raw)
     outside = out_of_scope(patch, writable)
     events.add("agent_artifact", agent_id=agent_id, changed_paths=list(touched_paths(patch).paths),
                out_of_scope=list(outside), patch_problem=problem)
@@ -202,8 +216,13 @@ def run_scenario(ctx: Context, scenario: Scenario) -> tuple[Outcome, float]:
         ValueError: the protocol is not implemented yet.
         SandboxUnavailableError: the container engine failed.
     """
-    if scenario.protocol not in RUNNERS:
-        raise ValueError(f"the protocol {scenario.protocol} is not implemented yet; choose among {IMPLEMENTED}")
+    runners = dict(RUNNERS)
+    if scenario.protocol in MANAGED:
+        from asyncodebench.agents import managed  # it builds on this module
+
+        runners.update(managed.RUNNERS)
+    if scenario.protocol not in runners:
+        raise ValueError(f"the protocol {scenario.protocol} is not implemented; choose among {IMPLEMENTED}")
     started = time.monotonic()
-    outcome = RUNNERS[scenario.protocol](ctx, scenario)
+    outcome = runners[scenario.protocol](ctx, scenario)
     return outcome, round(time.monotonic() - started, 3)

@@ -54,6 +54,8 @@ def prediction(scenario: Scenario, outcome: Outcome, seconds: float, name: str, 
     }
     if outcome.agent_patches is not None:
         line["agent_patches"] = outcome.agent_patches
+    if outcome.checkpoints is not None:
+        line["checkpoints"] = outcome.checkpoints
     line["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                      "total_tokens": usage.total_tokens, "model_calls": usage.responses, "runtime_seconds": seconds,
                      "agent_seconds": usage.seconds}

@@ -4,6 +4,9 @@ run the real client library and the real agent loop without a model.
 A scripts file is a JSON object: a script name -> the list of assistant replies to give, in order. A reply is a
 string (one bash command, sent as one `bash` tool call), or an object `{"content": "...", "commands": ["...", ...]}`
 (one tool call per command; no commands makes a reply without a tool call, which agents reject as a format error).
+An object may also carry `"after": "text"`: the reply is given only once the request's messages hold that text (a
+scripted agent that waits for a teammate's message); until then each request gets the command `sleep 1` without
+advancing the script, at most WAIT_REPLIES times (then a 400 answer says what never came).
 
 The client names its agent in the request: the model `scripted/<name>` (or the header `X-Scripted-Agent: <name>`).
 A name may have `/`-separated parts, most general last (the runner sends `<task>/<protocol>/<agent>`); the script
@@ -27,6 +30,8 @@ from typing import Any
 MODEL_PREFIX = "scripted/"
 AGENT_HEADER = "X-Scripted-Agent"
 MAX_REQUEST_BYTES = 64 << 20
+WAIT_REPLIES = 120
+WAIT_COMMAND = "sleep 1"
 
 
 class ScriptError(ValueError):
@@ -39,6 +44,7 @@ class Reply:
 
     content: str
     commands: tuple[str, ...]
+    after: str = ""  # given only once the request's messages hold this text
 
 
 def parse_scripts(value: Any, where: str = "scripts") -> dict[str, tuple[Reply, ...]]:
@@ -73,11 +79,13 @@ def load_scripts(path: Path) -> dict[str, tuple[Reply, ...]]:
 def _reply(value: Any, where: str) -> Reply:
     if isinstance(value, str):
         return Reply("", (value,))
-    if isinstance(value, dict) and set(value) <= {"content", "commands"}:
-        content, commands = value.get("content", ""), value.get("commands", [])
-        if isinstance(content, str) and isinstance(commands, list) and all(isinstance(c, str) for c in commands):
-            return Reply(content, tuple(commands))
-    raise ScriptError(f"{where}: give a bash command (a string) or {{\"content\": text, \"commands\": [strings]}}")
+    if isinstance(value, dict) and set(value) <= {"content", "commands", "after"}:
+        content, commands, after = value.get("content", ""), value.get("commands", []), value.get("after", "")
+        if isinstance(content, str) and isinstance(after, str) and isinstance(commands, list) \
+                and all(isinstance(c, str) for c in commands):
+            return Reply(content, tuple(commands), after)
+    raise ScriptError(f"{where}: give a bash command (a string) or {{\"content\": text, \"commands\": [strings], "
+                      "\"after\": text (optional)}")
 
 
 def approximate_tokens(text: str) -> int:
@@ -91,6 +99,7 @@ class ScriptedServer:
     def __init__(self, scripts: dict[str, tuple[Reply, ...]], port: int = 0) -> None:
         self.scripts = scripts
         self.served: dict[str, int] = {}  # full agent name -> replies given so far
+        self.waited: dict[str, int] = {}  # full agent name -> `sleep 1` replies given while its next reply waits
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.httpd.daemon_threads = True
@@ -110,8 +119,8 @@ class ScriptedServer:
         self.httpd.server_close()
         self.thread.join(timeout=10)
 
-    def next_reply(self, name: str) -> Reply:
-        """The next reply of the agent `name`.
+    def next_reply(self, name: str, prompt: str = "") -> Reply:
+        """The next reply of the agent `name` whose request holds `prompt` (a waiting reply gives `sleep 1`).
 
         Raises:
             LookupError: no script for the name, or its script is used up (the message says which).
@@ -126,8 +135,15 @@ class ScriptedServer:
             if index >= len(self.scripts[key]):
                 raise LookupError(f"the script {key!r} of agent {name!r} is used up: all {index} replies were given; "
                                   "add replies, or end the script with the agent's submit command")
+            reply = self.scripts[key][index]
+            if reply.after and reply.after not in prompt:
+                waited = self.waited.get(name, 0)
+                if waited >= WAIT_REPLIES:
+                    raise LookupError(f"agent {name!r} waited {waited} replies for {reply.after!r}, which never came")
+                self.waited[name] = waited + 1
+                return Reply("", (WAIT_COMMAND,))
             self.served[name] = index + 1
-        return self.scripts[key][index]
+        return reply
 
 
 def completion(model: str, reply: Reply, prompt_tokens: int) -> dict[str, Any]:
@@ -194,12 +210,13 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 return
             model = str(body.get("model") or "")
             name = self.headers.get(AGENT_HEADER) or model.removeprefix(MODEL_PREFIX)
+            prompt = prompt_text(body.get("messages"))
             try:
-                reply = server.next_reply(name)
+                reply = server.next_reply(name, prompt)
             except LookupError as exc:
                 self._error(400, str(exc), "script_exhausted")
                 return
-            self._send(200, completion(model, reply, approximate_tokens(prompt_text(body.get("messages")))))
+            self._send(200, completion(model, reply, approximate_tokens(prompt)))
 
         def _error(self, status: int, message: str, code: str = "bad_request") -> None:
             self._send(status, {"error": {"message": f"scripted server: {message}", "type": "invalid_request_error",

@@ -61,3 +61,13 @@ def run_agents(scripts: Path, dataset: Path, output_dir: Path, run_id: str, *fla
                            str(scripts), "--dataset", str(dataset), "--output-dir", str(output_dir),
                            "--run-id", run_id, *flags], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=script_env())
+
+
+def manager_reply(*actions: dict[str, str]) -> dict[str, str]:
+    """A manager's reply carrying `actions` (the action format of asyncodebench/agents/manager.py)."""
+    return {"content": json.dumps({"actions": list(actions)})}
+
+
+def waiting(text: str, command: str) -> dict[str, Any]:
+    """A scripted reply given only once the agent has been told `text` (until then it runs `sleep 1`)."""
+    return {"after": text, "commands": [command]}
