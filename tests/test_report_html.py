@@ -327,6 +327,10 @@ def assert_headline_first(opened: Opened) -> None:
     if first_row.count():
         box = first_row.bounding_box()
         assert box is not None and box["y"] + box["height"] <= height, (box, height)
+    if page.evaluate("window.innerWidth") >= 1280:  # a laptop sees the whole summary, no sideways scroll in its box
+        box = page.locator("#summary-table").locator("xpath=..")
+        assert box.evaluate("box => box.scrollWidth <= box.clientWidth"), box.evaluate(
+            "box => [box.scrollWidth, box.clientWidth]")
     fsr = page.locator("#summary-table thead th").nth(2)
     assert fsr.inner_text().startswith("FSR")
     box = fsr.bounding_box()

@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 CELL, LANE, GAP = 22, 10, 2  # one checkpoint column, one probe-group lane (fits the 10 px letters), the space
 LANES = (("upstream", "U", "u"), ("downstream", "D", "d"), ("integrated", "I", "i"))
-LABEL = 10  # room for the lane letters on the left
+LABEL = 12  # room for the lane letters (10 px) on the left
 
 
 def first_pass(steps: list[dict[str, Any]], group: str, integrated_only: bool = False) -> int | None:

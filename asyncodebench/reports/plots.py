@@ -67,7 +67,7 @@ def resolution_figure(predictions: list[dict[str, Any]]) -> Any:
     longest = max(len(c["integrated"]) for c in curves.values())
     # 8 pt is 10.7 px where a page shows the SVG at its own size (the page's smallest text is 10 px).
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False, "font.size": 8}):
-        figure, axes = plt.subplots(rows, columns, figsize=(2.1 * columns + 0.5, 1.9 * rows + 0.9), dpi=110,
+        figure, axes = plt.subplots(rows, columns, figsize=(2.0 * columns + 0.4, 1.9 * rows + 0.9), dpi=110,
                                     sharex=True, sharey=True, squeeze=False, layout="constrained")
         for panel, ((model, protocol), group_curves) in zip(axes.flat, curves.items()):
             for group in GROUPS:
@@ -97,7 +97,7 @@ def resolution_figure(predictions: list[dict[str, Any]]) -> Any:
     return figure
 
 
-def _short(text: str, limit: int = 30) -> str:
+def _short(text: str, limit: int = 28) -> str:
     """Panel titles keep to their panel's width; the full name is in the report's tables."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
