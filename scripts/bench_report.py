@@ -10,8 +10,8 @@ Measures, in this process after the imports (median of --repeats):
 - compare.html of two synthetic release-size runs (every view, 10,000 bootstrap resamples per comparison and metric).
 
 --screenshots DIR also saves one screen of each page as PNG through headless Chromium (/usr/bin/chromium), for
-docs/pages.md: the top of the demo run's page, the synthetic run's dependency timelines, the comparison's protocol
-view.
+docs/pages.md: the top of the demo run's page at 1280 px and at a phone's 390 px, the synthetic run's dependency
+timelines, the comparison's protocol view.
 """
 
 from __future__ import annotations
@@ -74,22 +74,23 @@ def measure(demo: Path | None, repeats: int, out: Path) -> dict[str, dict[str, A
     return rows
 
 
-def screenshots(pages: dict[str, tuple[Path, str]], folder: Path) -> None:
-    """One screen (1280 x 760) of each page, scrolled to the given anchor (the first task's timelines unfolded), as
-    a small palette PNG."""
+def screenshots(pages: dict[str, tuple[Path, str, tuple[int, int]]], folder: Path) -> None:
+    """One screen of each page at its viewport (1280 x 760, or a phone's 390 x 844), scrolled to the given anchor
+    (the first task's timelines unfolded), as a small palette PNG."""
     from PIL import Image  # pillow comes with matplotlib
     from playwright.sync_api import sync_playwright
 
     folder.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 760})
-        for name, (path, anchor) in pages.items():
+        for name, (path, anchor, (width, height)) in pages.items():
+            page = browser.new_page(viewport={"width": width, "height": height})
             page.goto(path.resolve().as_uri() + anchor)
             page.evaluate("document.querySelectorAll('details.task').forEach((d, i) => { d.open = i === 0; })")
             page.screenshot(path=str(folder / name))
             Image.open(folder / name).convert("RGB").quantize(colors=128).save(folder / name, optimize=True)
             print(f"screenshot: {folder / name}", file=sys.stderr)
+            page.close()
         browser.close()
 
 
@@ -110,10 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {row['median_s']:.2f} | {row['min_s']:.2f} | {row['max_s']:.2f} | "
                   f"{row['bytes'] / 1024:.0f} |")
         if args.screenshots:
-            pages = {"report-synthetic-timelines.png": (out / "synthetic.html", "#dependencies"),
-                     "compare-synthetic.png": (out / "compare.html", "#protocols")}
+            wide, phone = (1280, 760), (390, 844)
+            pages = {"report-synthetic-timelines.png": (out / "synthetic.html", "#dependencies", wide),
+                     "compare-synthetic.png": (out / "compare.html", "#protocols", wide)}
             if args.demo is not None:
-                pages = {"report-demo.png": (out / "demo.html", ""), **pages}
+                pages = {"report-demo.png": (out / "demo.html", "", wide),
+                         "report-demo-390.png": (out / "demo.html", "", phone), **pages}
             screenshots(pages, args.screenshots)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
