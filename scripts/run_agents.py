@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench import cli
+from asyncodebench.agents.registry import AGENTS, DEFAULT_AGENT
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
 
@@ -52,6 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scripts", type=Path, default=None,
                         help="with --model scripted: JSON file, agent name -> list of replies (see "
                              "asyncodebench/agents/scripted_server.py)")
+    parser.add_argument("--agent", choices=AGENTS, default=DEFAULT_AGENT,
+                        help="mini-swe-agent (its loop here, its commands in the container), or shell-cli (an example "
+                             "agent run inside the container, its model calls relayed by this process)")
     parser.add_argument("--name", default=None,
                         help="model_name_or_path of the predictions (default: --model)")
     parser.add_argument("--budget", type=cli.positive_int, default=None,
@@ -106,7 +110,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     import hashlib
 
     from asyncodebench.agents.adapter import ModelEndpoint
-    from asyncodebench.agents.miniswe import MiniSweAgent
+    from asyncodebench.agents.registry import make_adapter
     from asyncodebench.agents.runfolder import SettingsChangedError, check_settings
     from asyncodebench.agents.runner import RunnerConfig, run_all
     from asyncodebench.agents.scripted_server import ScriptedServer
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     if problem:
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, f"--output-dir: {problem}")
     settings = Settings(limits=Limits(args.memory, args.cpus, args.pids))
-    adapter = MiniSweAgent()
+    adapter = make_adapter(args.agent)
     scripted = scripts is not None
     endpoint = ModelEndpoint(args.model, args.base_url, args.api_key_env or ("OPENAI_API_KEY" if args.base_url
                                                                              else None))

@@ -1,0 +1,238 @@
+"""Agents that run as a command inside the task's container (an OpenHands-style CLI), their model calls carried out
+through the host.
+
+The container keeps no network. The agent's command is started by the relay bridge (`incontainer/relay_bridge.py`),
+which serves an OpenAI-compatible endpoint on the container's own loopback (OPENAI_BASE_URL) and carries each
+request over its stdin and stdout, attached to this process through the Docker API (an exec with stdin). No mount,
+socket or device is added to the container. On the host, a `relay.ModelRelay` answers each request: it forwards it
+to the agent's model endpoint with the key (which never enters the container), counts responses against the
+budget, refuses once it is spent, and writes the trajectory. The whole run is one process tree started by root
+under `timeout` (so the agent cannot end its own limit) that becomes the sandbox user at once, as every agent
+command does (`container.AgentWorkspace.execute`); a host watchdog kills the container if even that fails.
+
+How a run ended is decided on the trusted side: the relay's refusal of a request over budget is `iteration_limit`
+whatever the agent says; otherwise the agent's exit code is mapped by the adapter's `exit_reasons` (the agent's own
+word, as mini-swe-agent's submit is), and a run that ended after failed model calls is a provider error.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from asyncodebench.agents.adapter import (
+    AGENT_FINISH,
+    EXECUTION_ERROR,
+    ITERATION_LIMIT,
+    PROVIDER_ERROR,
+    STUCK_DETECTED,
+    WALL_CLOCK_TIMEOUT,
+    AgentRun,
+    AgentSpec,
+    Usage,
+    Workspace,
+    now,
+)
+from asyncodebench.agents.container import AGENT_ENV, DROP_PRIVILEGES, KILL_GRACE_SECONDS, AgentWorkspace
+from asyncodebench.agents.relay import ModelRelay
+from asyncodebench.agents.trajectory import TrajectoryWriter
+from asyncodebench.harness.sandbox import IO_DIR, WATCHDOG_MARGIN_SECONDS, SandboxUnavailableError
+
+AGENT_DIR = f"{IO_DIR}/agent"  # root's, read-only to the agent: the bridge, the agent's files, its instruction
+INSTRUCTION = f"{AGENT_DIR}/instruction.md"
+MAX_LINE_BYTES = 48 << 20  # one request line of the bridge (a 16 MiB body, JSON-escaped)
+STDERR_TAIL_BYTES = 64 << 10
+# The run's wall-clock limit: per model response, one command's limit and this much for the model call.
+MODEL_CALL_SLACK_SECONDS, START_SLACK_SECONDS = 120, 300
+
+
+@dataclass
+class CliAgent:
+    """An `AgentAdapter` for an agent run as `argv` inside the container. `files` (name -> bytes) are copied to
+    AGENT_DIR first; in `argv`, `{python}` is the task's interpreter, `{dir}` AGENT_DIR, `{instruction}` the file
+    holding the agent's instruction and `{command_timeout}` the per-command limit in seconds. `exit_reasons` maps
+    the agent's exit codes to termination reasons (unlisted codes: `execution_error`)."""
+
+    name: str
+    version: str
+    files: dict[str, bytes]
+    argv: tuple[str, ...]
+    exit_reasons: dict[int, str] = field(default_factory=lambda: {0: AGENT_FINISH})
+
+    def run(self, agent: AgentSpec, workspace: Workspace, budget: int) -> AgentRun:
+        """Run the agent in `workspace` until it exits, its budget is spent or its time is up.
+
+        Raises:
+            SandboxUnavailableError: the container engine failed (infrastructure).
+            TypeError: `workspace` is not a task container (`container.AgentWorkspace`).
+        """
+        if not isinstance(workspace, AgentWorkspace):
+            raise TypeError(f"{self.name} runs inside a task container: give it a container.AgentWorkspace, not "
+                            f"{type(workspace).__name__}")
+        writer = TrajectoryWriter(agent.trajectory)
+        relay = ModelRelay(agent.model, budget, writer)
+        started, clock = now(), time.monotonic()
+        limit = int(budget * (workspace.command_timeout + MODEL_CALL_SLACK_SECONDS) + START_SLACK_SECONDS)
+        try:
+            ended = self._session(agent, workspace, relay, limit)
+        except SandboxUnavailableError:
+            writer.close()
+            raise
+        reason, exit_status, detail = self._verdict(ended, relay, limit)
+        usage = Usage(relay.usage.prompt_tokens, relay.usage.completion_tokens, relay.usage.responses,
+                      round(time.monotonic() - clock, 3))
+        run = AgentRun(agent.agent_id, reason, exit_status, reason == ITERATION_LIMIT, usage, started, now(),
+                       agent.trajectory, detail)
+        writer.write("exit", exit_status=exit_status, content=ended.stderr[-4000:])
+        writer.write("summary", agent=f"{self.name} {self.version}", termination_reason=reason,
+                     exit_status=exit_status, iteration_cap_hit=run.iteration_cap_hit, detail=detail,
+                     usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                            "total_tokens": usage.total_tokens, "responses": usage.responses,
+                            "seconds": usage.seconds})
+        writer.close()
+        return run
+
+    def _session(self, agent: AgentSpec, workspace: AgentWorkspace, relay: ModelRelay, limit: int) -> Ended:
+        box = workspace.box
+        files = {f"agent/{name}": data for name, data in self.files.items()}
+        files["agent/relay_bridge.py"] = _incontainer("relay_bridge.py")
+        files["agent/instruction.md"] = agent.instruction.encode()
+        box.write_files(files, IO_DIR)
+        values = {"python": workspace.interpreter, "dir": AGENT_DIR, "instruction": INSTRUCTION,
+                  "command_timeout": str(int(workspace.command_timeout))}
+        command = shlex.join([workspace.interpreter, "-I", f"{AGENT_DIR}/relay_bridge.py", "--",
+                              *(part.format(**values) for part in self.argv)])
+        argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), str(limit), workspace.interpreter, "-I", "-c",
+                DROP_PRIVILEGES, command]
+        return attach(box, argv, workspace.workdir, limit + KILL_GRACE_SECONDS + WATCHDOG_MARGIN_SECONDS, relay)
+
+    def _verdict(self, ended: Ended, relay: ModelRelay, limit: int) -> tuple[str, str, str]:
+        """(termination reason, exit status, detail), the trusted facts first."""
+        if ended.lost:
+            return EXECUTION_ERROR, "WorkspaceLost", ended.lost
+        if relay.budget_spent:
+            return ITERATION_LIMIT, "BudgetExhausted", ""
+        if ended.exec_code in (124, 137) and ended.agent_code is None:
+            return WALL_CLOCK_TIMEOUT, "TimeExceeded", f"the agent ran longer than its limit of {limit} s"
+        status = f"exit {ended.agent_code}"
+        if ended.agent_code in self.exit_reasons:
+            return self.exit_reasons[ended.agent_code], status, ""
+        if relay.upstream_errors:
+            return PROVIDER_ERROR, status, relay.upstream_errors[-1]
+        return EXECUTION_ERROR, status, f"the agent stopped without finishing: {ended.stderr[-2000:]}"
+
+
+@dataclass
+class Ended:
+    """How the agent's process tree ended: the agent's exit code as the bridge reported it (None: never reported),
+    the exec's own exit code, the tail of the agent's stderr, and why the container was lost (empty: it was not)."""
+
+    agent_code: int | None = None
+    exec_code: int | None = None
+    stderr: str = ""
+    lost: str = ""
+
+
+def attach(box: Any, argv: list[str], workdir: str, watchdog_seconds: float, relay: ModelRelay) -> Ended:
+    """Run `argv` in the container with its stdin and stdout as the bridge's channel, answering each request line
+    with `relay`, until the process ends.
+
+    Raises:
+        SandboxUnavailableError: the daemon failed while the container was still running.
+    """
+    from docker.utils.socket import frames_iter
+
+    ended, fired = Ended(), threading.Event()
+
+    def watchdog() -> None:
+        fired.set()
+        try:
+            box.container.kill()
+        except Exception:  # already gone
+            pass
+
+    api = box.client.api
+    timer = threading.Timer(watchdog_seconds, watchdog)
+    tail: collections.deque[bytes] = collections.deque(maxlen=64)
+    try:
+        exec_id = api.exec_create(box.container.id, argv, stdin=True, user="0", environment=AGENT_ENV,
+                                  workdir=workdir)["Id"]
+        sock = api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        timer.start()
+        pending = b""
+        for stream, data in frames_iter(sock, tty=False):
+            if stream != 1:
+                tail.append(data[-STDERR_TAIL_BYTES:])
+                continue
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                _answer(line, relay, raw, ended)
+            if len(pending) > MAX_LINE_BYTES:
+                pending = b""  # not a frame the bridge writes: the agent's doing, dropped
+        raw.close()
+        ended.exec_code = None if fired.is_set() else api.exec_inspect(exec_id)["ExitCode"]
+    except Exception as exc:
+        if not fired.is_set() and _running(box):
+            raise SandboxUnavailableError(f"the daemon failed while the agent ran in {box.name}: {exc}") from exc
+    finally:
+        timer.cancel()
+    ended.stderr = b"".join(tail)[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+    if fired.is_set() or not _running(box):
+        cause = "its memory limit (the OOM killer)" if box.stopped_by_oom_killer() else "the agent outliving its " \
+            "time limit, or the container's limits"
+        ended.lost = f"the workspace container {box.name} stopped ({cause}); the agent's work in it is lost"
+    return ended
+
+
+def _answer(line: bytes, relay: ModelRelay, raw: Any, ended: Ended) -> None:
+    """Handle one line of the bridge: a request (answered on its stdin) or the agent's exit; anything else is
+    dropped (only the agent could have written it)."""
+    try:
+        frame = json.loads(line)
+    except ValueError:
+        return
+    if not isinstance(frame, dict):
+        return
+    if frame.get("kind") == "exit" and isinstance(frame.get("code"), int) and ended.agent_code is None:
+        ended.agent_code = frame["code"]
+    elif frame.get("kind") == "request":
+        body = frame.get("body")
+        status, answer = relay.handle(str(frame.get("method")), str(frame.get("path")),
+                                      body.encode() if isinstance(body, str) else b"")
+        reply = {"id": frame.get("id"), "status": status, "body": json.dumps(answer)}
+        try:
+            raw.sendall(json.dumps(reply).encode() + b"\n")
+        except OSError:  # the bridge is gone; its end is read next
+            pass
+
+
+def _running(box: Any) -> bool:
+    try:
+        box.container.reload()
+    except Exception:
+        return False
+    return bool((box.container.attrs.get("State") or {}).get("Running"))
+
+
+def _incontainer(name: str) -> bytes:
+    """A file of `incontainer/`, shipped as package data."""
+    return (resources.files("asyncodebench.agents") / "incontainer" / name).read_bytes()
+
+
+def shell_agent() -> CliAgent:
+    """The example command-line agent: `incontainer/shell_agent.py`, one bash command per model response."""
+    return CliAgent(
+        name="shell-cli", version="1",
+        files={"shell_agent.py": _incontainer("shell_agent.py")},
+        argv=("{python}", "-I", "{dir}/shell_agent.py", "--instruction", "{instruction}", "--command-timeout",
+              "{command_timeout}"),
+        exit_reasons={0: AGENT_FINISH, 5: STUCK_DETECTED},
+    )
