@@ -23,7 +23,8 @@ HUB_FILES = {
     "data/scenarios/test-00000-of-00001.parquet",
     "data/dependencies/test-00000-of-00001.parquet",
     # the pictures the card shows, so they are not broken on the Hub
-    "docs/screenshots/report-demo.png", "docs/screenshots/report-synthetic-timelines.png",
+    "docs/screenshots/report-demo.png", "docs/screenshots/report-demo-390.png",
+    "docs/screenshots/report-synthetic-timelines.png",
     "docs/screenshots/compare-synthetic.png",
     # the kit's pages the card links to (or pages those link to), so its links (and the comparison page's notes)
     # open on the Hub
