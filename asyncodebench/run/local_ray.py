@@ -1,9 +1,11 @@
-"""A throwaway Ray cluster on this machine's loopback, for tests and benchmarks of the Ray executor.
+"""Ray nodes of one's own on a shared machine: a throwaway cluster on this machine's loopback for tests and benchmarks
+of the Ray executor (`LocalCluster`), and the parts `scripts/ray_cluster.py` starts and stops a user's nodes with.
 
 Each node is one `ray start --block` process in a session of its own, so everything the node runs (raylet, agents,
 worker processes) can be found by session id and killed together: `kill` is a node dying, and `stop` ends only
-this cluster, never another one on the machine (unlike `ray stop`). Nodes listen on 127.0.0.2: Ray rewrites
-127.0.0.1 and `localhost` to the machine's outward address, while any other loopback address is kept as given.
+this cluster, never another one on the machine (unlike `ray stop`, which ends every Ray of the machine). Test nodes
+listen on 127.0.0.2: Ray rewrites 127.0.0.1 and `localhost` to the machine's outward address, while any other
+loopback address is kept as given.
 """
 
 from __future__ import annotations
@@ -28,6 +30,70 @@ class ClusterError(RuntimeError):
     """A node did not start."""
 
 
+def ray_start(name: str, temp_dir: Path, args: list[str]) -> list[str]:
+    """The command of one node: `ray start --block`, named, with a temp dir of its own (its sockets, logs and the
+    head's address file: nodes of one machine never share it)."""
+    ray = str(Path(sys.executable).with_name("ray"))
+    return [ray, "start", "--block", "--node-name", name, "--temp-dir", str(temp_dir), "--disable-usage-stats", *args]
+
+
+def session_members(session: int) -> list[int]:
+    """Every live process of a session (`ray start` started in a session of its own: the node's processes). Zombies
+    do not count: a killed process whose parent died too may wait long for a reaper."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:  # /proc/PID/stat after the command: state, ppid, process group, session, ...
+                state, _, _, sid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:4]
+            except (OSError, ValueError):
+                continue
+            if sid == str(session) and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def start_time(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (None: no such process): with the pid, it tells the process
+    apart from a later one that got the same pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def own_session(leader: int, started: str | None) -> list[int]:
+    """The live processes of the session `leader` started at `started`. While any of them lives, Linux gives no
+    new process the leader's pid; a leader pid that is alive with another start time is someone else's now."""
+    now = start_time(leader)
+    if now is not None and now != started:
+        return []
+    return session_members(leader)
+
+
+def stop_session(leader: int, started: str | None, grace: float) -> bool:
+    """End a node started by `ray start --block`: SIGTERM to it (it then stops the processes it started), SIGKILL to
+    whatever of its session is left after `grace` seconds. Whether anything of it was running."""
+    members = own_session(leader, started)
+    if not members:
+        return False
+    if leader in members:  # else its processes lost their keeper: nothing would stop them gracefully
+        os.kill(leader, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while own_session(leader, started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    for _ in range(50):  # SIGKILL what is left, until nothing is (a dying process may still start a child)
+        left = own_session(leader, started)
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    return True
+
+
 @dataclass
 class Node:
     """One node of the cluster: its `ray start` command, environment and log, and its process once started."""
@@ -41,17 +107,31 @@ class Node:
 
     def processes(self) -> list[int]:
         """Every live process of the node: the members of its session."""
-        if self.process is None:
-            return []
-        found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    if os.getsid(int(entry.name)) == self.process.pid:
-                        found.append(int(entry.name))
-                except OSError:
-                    continue
-        return found
+        return [] if self.process is None else session_members(self.process.pid)
+
+    def start(self, extra_env: dict[str, str] | None = None) -> None:
+        """Start `ray start --block` in a session of its own, its output in a fresh log (readiness is read there)."""
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            env={**os.environ, **(extra_env or {}), **self.env})
+
+    def wait(self, ready: Any, timeout: float) -> None:
+        """Wait until `ready()` holds.
+
+        Raises:
+            ClusterError: the node exited or `timeout` seconds passed first (with the end of its log).
+        """
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if self.process is None or self.process.poll() is not None or time.monotonic() > deadline:
+                log = self.log.read_text(errors="replace")[-3000:]
+                raise ClusterError(f"Ray node {self.name} did not start: {log}")
+            time.sleep(0.2)
+
+    def started(self) -> bool:
+        """Whether the node has started its Ray runtime (as its log says)."""
+        return "Ray runtime started" in self.log.read_text(errors="replace")
 
 
 class LocalCluster:
@@ -65,7 +145,6 @@ class LocalCluster:
         self.timeout = timeout
         self.nodes: dict[str, Node] = {}
         self.address = ""
-        self.ray = str(Path(sys.executable).with_name("ray"))
 
     def __enter__(self) -> LocalCluster:
         self.start_head()
@@ -80,9 +159,9 @@ class LocalCluster:
         (self.temp_dir / "ray_current_cluster").unlink(missing_ok=True)
         head = self._node("head", ["--head", "--port", "0", "--include-dashboard=false", "--num-cpus", str(num_cpus)],
                           {}, self.temp_dir)
-        self._start(head)
+        head.start(FAST_HEALTH_CHECKS)
         address_file = self.temp_dir / "ray_current_cluster"
-        self._wait(head, lambda: address_file.exists() and address_file.read_text().strip())
+        head.wait(lambda: address_file.exists() and address_file.read_text().strip(), self.timeout)
         self.address = address_file.read_text().strip()
 
     def add_worker(self, name: str, num_cpus: int = 1, resources: dict[str, float] | None = None,
@@ -93,15 +172,15 @@ class LocalCluster:
         temp_dir = self.root / f"t{len(self.nodes)}"
         node = self._node(name, ["--address", self.address, "--num-cpus", str(num_cpus),
                                  "--resources", json.dumps(resources or {})], env or {}, temp_dir)
-        self._start(node)
+        node.start(FAST_HEALTH_CHECKS)
         if wait:
-            self._wait_ready(node)
+            node.wait(node.started, self.timeout)
         return node
 
     def wait_ready(self, *names: str) -> None:
         """Wait until each named node has started its Ray runtime."""
         for name in names:
-            self._wait_ready(self.nodes[name])
+            self.nodes[name].wait(self.nodes[name].started, self.timeout)
 
     def node_of(self, pid: int) -> str:
         """The node a process belongs to (a Ray worker's pid, say)."""
@@ -124,8 +203,8 @@ class LocalCluster:
         """Kill the node, then start it again with the same command and wait until it is ready."""
         self.kill(name)
         node = self.nodes[name]
-        self._start(node)
-        self._wait_ready(node)
+        node.start(FAST_HEALTH_CHECKS)
+        node.wait(node.started, self.timeout)
 
     def stop(self) -> None:
         """Kill every node of this cluster, the last started first."""
@@ -133,26 +212,8 @@ class LocalCluster:
             self.kill(name)
 
     def _node(self, name: str, args: list[str], env: dict[str, str], temp_dir: Path) -> Node:
-        command = [self.ray, "start", "--block", "--node-ip-address", NODE_IP, "--node-name", name,
-                   "--temp-dir", str(temp_dir), "--object-store-memory", str(self.object_store_bytes),
-                   "--disable-usage-stats", *args]
+        command = ray_start(name, temp_dir, ["--node-ip-address", NODE_IP,
+                                             "--object-store-memory", str(self.object_store_bytes), *args])
         node = Node(name, command, env, self.root / f"{name}.log")
         self.nodes[name] = node
         return node
-
-    def _start(self, node: Node) -> None:
-        with node.log.open("wb") as log:  # a fresh log: readiness is read from it
-            node.process = subprocess.Popen(node.command, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True,
-                                            env={**os.environ, **FAST_HEALTH_CHECKS, **node.env})
-
-    def _wait_ready(self, node: Node) -> None:
-        self._wait(node, lambda: "Ray runtime started" in node.log.read_text(errors="replace"))
-
-    def _wait(self, node: Node, ready: Any) -> None:
-        deadline = time.monotonic() + self.timeout
-        while not ready():
-            if node.process is None or node.process.poll() is not None or time.monotonic() > deadline:
-                log = node.log.read_text(errors="replace")[-3000:]
-                raise ClusterError(f"Ray node {node.name} did not start: {log}")
-            time.sleep(0.2)
