@@ -36,6 +36,8 @@ from helpers.demo_run import FAST_FLAGS, EvalRun
 
 from asyncodebench.agents.trajectory import OUTPUT_CHARS
 from asyncodebench.dataset.validation import validator
+from asyncodebench.reports.usage import trajectory_links
+from asyncodebench.run.predictions import read_predictions
 from asyncodebench.scoring.patches import touched_paths
 
 pytestmark = pytest.mark.docker
@@ -153,6 +155,7 @@ def test_usage_and_trajectories_are_recorded(agent_runs: dict[str, Any]) -> None
     assert trajectory[3]["command"].startswith("cat > /tmp/change.patch") and trajectory[3]["exit_code"] == 0
     assert trajectory[-1]["usage"]["responses"] == core["usage"]["responses"] == 2
     assert sum(t.get("prompt_tokens", 0) for t in trajectory) == core["usage"]["prompt_tokens"]
+    assert prediction["trajectories"] == [a["trajectory"] for a in prediction["runner"]["agents"]]
     events = [(e["event"], e.get("agent_id")) for e in prediction["runner"]["events"]]
     assert events == [("agent_started", "core_agent"), ("agent_finished", "core_agent"),
                       ("agent_artifact", "core_agent"), ("integration_after_merge", "core_agent"),
@@ -229,3 +232,24 @@ def test_hostile_commands_are_contained(agent_runs: dict[str, Any]) -> None:
     assert agent_runs["escape_file_exists"] is False
     assert run["containers_left"] == []
     assert agent(prediction, "single_agent")["termination_reason"] == "agent_finish"
+
+
+def test_the_evaluation_report_shows_the_usage_and_links_the_trajectories(agent_runs: dict[str, Any]) -> None:
+    """evaluate.py's report carries each prediction's tokens, calls and time (summed per cell) and, read from the
+    runner's own predictions.jsonl, links that open the agents' trajectories from the evaluation's run folder."""
+    made = line(agent_runs, "scripted-gold", "serial_specialists")
+    row = scored(agent_runs, "scripted-gold", "serial_specialists")
+    assert (row["total_tokens"], row["model_calls"]) == (made["usage"]["total_tokens"], 4)
+    (cell,) = [s for s in agent_runs["eval"].report["summary"]
+               if (s["model_name_or_path"], s["protocol"]) == ("scripted-gold", "serial_specialists")]
+    assert (cell["usage_reported"], cell["model_calls"], cell["total_tokens"]) == (1, 4, row["total_tokens"])
+    assert "Tokens, model calls and time" in (agent_runs["eval"].run_dir / "report.html").read_text()
+    assert "### Tokens, calls and time" in (agent_runs["eval"].run_dir / "report.md").read_text()
+    # The evaluated file concatenates three runs' lines away from their run folders: no link would open, so none.
+    assert row["trajectories"] == []
+    run_dir = agent_runs["runs"]["scripted-gold"]["dir"]
+    specialists = {"asyncodebench-demo:minicache": {"core_agent", "api_agent"}}
+    file = read_predictions(run_dir / "predictions.jsonl", specialists, None)
+    (prediction,) = [p for p in file.predictions if p.protocol == "serial_specialists"]
+    links = trajectory_links(prediction, run_dir / "predictions.jsonl", agent_runs["eval"].run_dir)
+    assert len(links) == 2 and all((agent_runs["eval"].run_dir / link).is_file() for link in links)

@@ -59,6 +59,8 @@ def prediction(scenario: Scenario, outcome: Outcome, seconds: float, name: str, 
     line["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                      "total_tokens": usage.total_tokens, "model_calls": usage.responses, "runtime_seconds": seconds,
                      "agent_seconds": usage.seconds}
+    # the report links each agent's trajectory: paths relative to predictions.jsonl, which is in the run folder
+    line["trajectories"] = [a.run.to_record(run_dir)["trajectory"] for a in outcome.agents]
     line["runner"] = {
         "version": RUNNER_RECORD_VERSION, "scenario_id": scenario.row["scenario_id"],
         "agent": {"name": adapter.name, "version": adapter.version}, "model": endpoint.to_record(),

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from collections import defaultdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from asyncodebench.dataset.protocols import PROTOCOLS, display_name
@@ -51,8 +51,9 @@ def prediction_rows(report: dict[str, Any], artifacts_base: str) -> list[dict[st
     for row in sorted(report["predictions"], key=lambda p: (p["task_id"], p["model_name_or_path"], p["protocol"],
                                                             p["line"])):
         folder = f"{artifacts_base}{prediction_folder(row)}/"
+        trajectories = [(PurePosixPath(link).stem, artifacts_base + link) for link in row.get("trajectories") or []]
         rows.append({**row, "flags": row_flags(row), "folder": folder,
-                     "links": [(text, folder + name) for text, name in ARTIFACTS]})
+                     "links": [(text, folder + name) for text, name in ARTIFACTS], "trajectory_links": trajectories})
     return rows
 
 

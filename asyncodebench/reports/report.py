@@ -19,6 +19,7 @@ from typing import Any
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.flags import row_flags
+from asyncodebench.reports.usage import row_usage, summarize_usage, trajectory_links
 from asyncodebench.run.predictions import Prediction, PredictionFile
 from asyncodebench.run.runfolder import prediction_path
 from asyncodebench.run.store import OUTPUT
@@ -56,6 +57,7 @@ METRIC_KEYS = {  # report field -> result field (per-prediction value averaged p
 def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[dict[str, Any]]) -> dict[str, Any]:
     """The full report; raises `jsonschema.ValidationError` if it breaks its own schema (a harness bug)."""
     evaluated = [r for r in results if r["status"] == "evaluated"]
+    usage_rows = _usage_rows(metadata, file, results)
     report = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "run": metadata,
@@ -67,12 +69,25 @@ def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[d
             "not_evaluated": len(file.predictions) - len(results),
         },
         "line_problems": [{"line": p.line, "kind": p.kind, "message": p.message} for p in file.problems],
-        "summary": summarize(results),
-        "predictions": [_with_output_tail(prediction_row(r), metadata.get("run_folder")) for r in results],
+        "summary": summarize(results, usage_rows),
+        "predictions": [{**_with_output_tail(prediction_row(r), metadata.get("run_folder")), **usage_rows[r["line"]]}
+                        for r in results],
         "notes": NOTES + _unmeasured_notes(evaluated),
     }
     validator("report").validate(report)
     return report
+
+
+def _usage_rows(metadata: dict[str, Any], file: PredictionFile, results: list[dict[str, Any]]) -> dict[int, Any]:
+    """Per result's line: the prediction's tokens, calls, cost and time, and links to its agents' trajectories."""
+    by_line = {p.line: p for p in file.predictions}
+    rows = {}
+    for result in results:
+        prediction = by_line.get(result["line"])
+        rows[result["line"]] = {} if prediction is None else {
+            **row_usage(prediction),
+            "trajectories": trajectory_links(prediction, Path(file.path), Path(metadata.get("run_folder") or "."))}
+    return rows
 
 
 # Terminal colour codes and other control characters (tab and newline kept) would only garble the text.
@@ -169,8 +184,10 @@ def _skip_and_review_fields(integrity: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (model, protocol): counts, macro means with intervals, micro ADPR."""
+def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any]] | None = None,
+              ) -> list[dict[str, Any]]:
+    """One row per (model, protocol): counts, macro means with intervals, micro ADPR; with `usage_rows` (per line,
+    `_usage_rows`), the tokens, calls, cost and time of all its predictions, evaluated or not (spent either way)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for result in results:
         groups[(result["model_name_or_path"], result["protocol"])].append(result)
@@ -192,6 +209,8 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["integrity_violations"] = sum(bool(r["integrity_violation"]) for r in evaluated)
         row["out_of_scope_edits"] = sum(bool(r["out_of_scope_paths"]) for r in evaluated)  # flagged, not penalized
         row["review_flagged"] = sum(bool(r["review_flag_count"]) for r in evaluated)  # shown, never scored
+        if usage_rows is not None:
+            row.update(summarize_usage([{"task_id": r["task_id"], **usage_rows.get(r["line"], {})} for r in members]))
         rows.append(row)
     return rows
 
@@ -258,6 +277,30 @@ def review_sections(predictions: list[dict[str, Any]]) -> list[str]:
             lines.append(f"- ... and {p['review_flag_count'] - len(p['review_flags'])} more")
         lines.append("")
     return lines
+
+
+def usage_table(summary: list[dict[str, Any]]) -> list[str]:
+    """Tokens, model calls, cost and time per cell, as the predictions report them (none reported: no table)."""
+    if not any(row.get("usage_reported") or row.get("runtime_seconds") is not None for row in summary):
+        return []
+    lines = ["", "### Tokens, calls and time (reported, never scored)", "",
+             "As each prediction reports them (`usage`); tokens are prompt + completion; means are macro over tasks.",
+             "", "| model | protocol | reported | tokens (mean) | tokens (total) | model calls | runtime s (mean) | "
+             "runtime s (total) | cost USD |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in summary:
+        cells = [_count(row.get(k)) for k in ("mean_total_tokens", "total_tokens", "model_calls",
+                                                "mean_runtime_seconds", "runtime_seconds")]
+        cost = NA if row.get("cost_usd") is None else f"{row['cost_usd']:.2f}"
+        lines.append(f"| {row['model_name_or_path']} | {row['protocol']} | {row.get('usage_reported', 0)}/"
+                     f"{row['predictions']} | {' | '.join(cells)} | {cost} |")
+    return lines
+
+
+def _count(value: float | None) -> str:
+    """A count as a whole number (with separators), a mean below 100 with one decimal."""
+    if value is None:
+        return NA
+    return f"{value:,.0f}" if isinstance(value, int) or value >= 100 else f"{value:.1f}"
 
 
 def build_table(predictions: list[dict[str, Any]]) -> list[str]:
@@ -366,6 +409,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{_fmt(row['mean_cail_penalized'], False, NA)} | {_fmt(row['mean_unresolved_dependencies'], False, NA)} | "
             f"{_fmt(row['merge_conflict_rate'], missing='n/a')} | {_fmt(row['scope_violation_rate'], missing='n/a')} |"
         )
+    lines += usage_table(report["summary"])
     lines += ["", "## Predictions", "",
               "| line | model | protocol | task | outcome | passed | pass rate | ADPR | flags |",
               "|---|---|---|---|---|---|---|---|---|"]

@@ -48,6 +48,7 @@ class Prediction:
     checkpoints: tuple[Checkpoint, ...]
     agent_patches: dict[str, str]
     usage: dict[str, Any]
+    trajectories: tuple[str, ...] = ()  # the agents' trajectory files, relative to the predictions file
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -164,6 +165,7 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         tuple(Checkpoint.from_json(c) for c in obj.get("checkpoints") or ()),
         {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
         obj.get("usage") or {},
+        tuple(obj.get("trajectories") or ()),
     )
     problem = _work_problem(prediction, known_tasks[task_id])
     if problem:
