@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CARD = ROOT / "README.md"
 DOCS = ROOT / "docs"
 CARD_LIMIT = 15_000  # bytes, front matter included (issue 20): the card says what the data is; docs/ has the manual
-MANUAL = ("quickstart", "evaluate", "ray", "pages", "integrity", "images", "benchmarks")  # docs/<page>.md
+MANUAL = ("quickstart", "evaluate", "agents", "ray", "pages", "integrity", "images", "benchmarks")  # docs/<page>.md
 KEPT_AS_THEY_ARE = ("METRICS.md", "probe_attribution.md")  # a verbatim copy and a measurement's page, headed their way
 TEMPLATE_HEADINGS = (  # the Hub's dataset card template, as this card names its sections
     "## Dataset sources", "## Uses", "### Direct use", "### Out-of-scope use", "## Configurations",
