@@ -1,6 +1,6 @@
 r"""Run agents on chosen scenarios (task x protocol) and write a predictions file that evaluate.py scores as it is.
 
-    # a local OpenAI-compatible server (vLLM, SGLang, llama.cpp ...), every demo scenario of the implemented protocols
+    # a local OpenAI-compatible server (vLLM, SGLang, llama.cpp ...), every demo scenario under the five protocols
     python scripts/run_agents.py --scenarios 'asyncodebench-demo:*' --dataset build/demo-dataset \
         --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --run-id qwen3-demo
     python scripts/evaluate.py runs/qwen3-demo/predictions.jsonl --dataset build/demo-dataset
@@ -10,8 +10,9 @@ r"""Run agents on chosen scenarios (task x protocol) and write a predictions fil
         --model scripted --scripts my_scripts.json
 
 Scenarios are rows of the `scenarios` configuration, chosen by id patterns (`asyncodebench:wcwidth/*`, `*/single`,
-comma-separated or repeated). Implemented protocols: single, serial_specialists, async_private (caid_manager and
-async_manager scenarios are left out with a note). The default agent is mini-swe-agent (`pip install -e
+comma-separated or repeated), under the five protocols: single, serial_specialists, async_private, caid_manager
+(Async-RO-Manager) and async_manager (Async-Manager; both with a manager that writes no code). The manual is
+docs/agents.md. The default agent is mini-swe-agent (`pip install -e
 '.[agents]'`): its loop runs here, its commands in the task's pinned container (no network, the harness's limits,
 as an unprivileged user). Each agent may answer up to the scenario's budget of model responses (--budget
 overrides it, recorded). The model is reached through an OpenAI-compatible endpoint (--base-url; the key from the
@@ -59,7 +60,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--name", default=None,
                         help="model_name_or_path of the predictions (default: --model)")
     parser.add_argument("--budget", type=cli.positive_int, default=None,
-                        help="model responses per agent run (default: the scenario's, 100 in the release)")
+                        help="model responses per agent run (default: the scenario's, 100 in the release); also caps "
+                             "the manager's responses per event and in all")
     parser.add_argument("--command-timeout", type=cli.positive_int, default=300,
                         help="seconds one agent command may run in the container")
     parser.add_argument("--memory", type=cli.memory_size, default="4g", help="container memory limit, no swap")

@@ -8,6 +8,8 @@ The line shapes (every line has `index`, `type` and `time`):
 - `{"type": "response", "content", "commands": [...], "prompt_tokens", "completion_tokens"}`: a model response;
 - `{"type": "observation", "command", "output", "exit_code", "seconds", "timed_out"}`: what a command did;
 - `{"type": "format_error", "content"}`: the agent's answer to a response it could not use;
+- `{"type": "inbox", "content"}`: a manager's message as the agent was shown it (manager protocols);
+- `{"type": "error", ...}`: a model request the relay refused or that failed (in-container agents);
 - `{"type": "exit", "exit_status", "content"}`: how the agent's loop ended;
 - `{"type": "summary", "termination_reason", "usage": {...}, ...}`: the last line, written by the adapter.
 """
