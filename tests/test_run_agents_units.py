@@ -12,9 +12,9 @@ from helpers.checkout import ROOT
 
 from asyncodebench.agents import runfolder
 from asyncodebench.agents.prompts import Handoff, instruction
-from asyncodebench.agents.protocols import Scenario, budget
 from asyncodebench.agents.runner import NoScenarioError, select
 from asyncodebench.agents.scope import file_sections, out_of_scope, restrict
+from asyncodebench.agents.team import Scenario, budget
 from asyncodebench.dataset.rows import load_published
 
 

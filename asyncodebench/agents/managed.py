@@ -26,7 +26,7 @@ from typing import Any, Callable
 from asyncodebench.agents.adapter import Inbox
 from asyncodebench.agents.manager import MANAGER_ID, ONLINE, PLAN, REVIEW, Action, Manager, ManagerLimits, Team
 from asyncodebench.agents.prompts import Handoff, manager_event, manager_system
-from asyncodebench.agents.protocols import AgentOutcome, Context, Events, Outcome, Scenario, run_agent
+from asyncodebench.agents.team import AgentOutcome, Context, Events, Outcome, Scenario, run_agent
 from asyncodebench.harness.integration import AgentArtifact, AgentMerge, merge_order
 from asyncodebench.scoring.patches import patch_bytes, touched_paths
 

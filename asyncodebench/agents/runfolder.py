@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench.agents.adapter import AgentAdapter, ModelEndpoint, Usage
-from asyncodebench.agents.protocols import Outcome, Scenario, budget
+from asyncodebench.agents.team import Outcome, Scenario, budget
 from asyncodebench.files import write_atomic
 from asyncodebench.run import store
 

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from asyncodebench.agents import runfolder
 from asyncodebench.agents.adapter import AgentAdapter, ModelEndpoint
-from asyncodebench.agents.protocols import IMPLEMENTED, Context, Scenario, run_scenario
+from asyncodebench.agents.protocols import IMPLEMENTED, run_scenario
+from asyncodebench.agents.team import Context, Scenario
 from asyncodebench.dataset.sources import Rows
 from asyncodebench.harness.evaluation import Settings, Workbench
 from asyncodebench.harness.sandbox import SandboxUnavailableError
