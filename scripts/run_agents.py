@@ -68,6 +68,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cpus", type=cli.cpus, default=1.0, help="CPUs each container may use")
     parser.add_argument("--pids", type=cli.pids, default=512, help="container process limit")
     parser.add_argument("--max-workers", type=cli.positive_int, default=1, help="scenarios run at the same time")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="local: scenarios run on this machine's Docker; ray: each scenario a task on a node of a "
+                             "Ray cluster offering the 'docker' resource (pip install -e '.[ray]'; the model endpoint "
+                             "must be reachable from the nodes; see docs/agents.md)")
+    parser.add_argument("--ray-address", default=None,
+                        help="with --executor ray: the cluster's address, e.g. 10.0.0.5:6379 (default: auto)")
     parser.add_argument("--run-id", type=cli.run_id, default=None, help="the run folder's name (default: random)")
     parser.add_argument("--output-dir", type=Path, default=Path("runs"), help="where run folders go")
     parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout holding the overlay patches")
@@ -79,6 +85,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--scripts {args.scripts} is not a file")
     if args.model == "scripted" and args.base_url:
         parser.error("--model scripted starts its own server; leave out --base-url")
+    if args.ray_address is not None and args.executor != "ray":
+        parser.error("--ray-address goes with --executor ray")
+    if args.executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            parser.error("--executor ray needs Ray: pip install -e '.[ray]'")
     args.patterns = [p.strip() for group in args.scenarios for p in group.split(",") if p.strip()]
     return args
 
@@ -141,21 +154,24 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
         with RunLock(run_dir):
             check_settings(run_dir, recorded)
             client = None
-            for spec in specs.values():
-                client = cli.client_for_image(spec)
             key = container_key(run_dir, run_id)
-            # Holding the lock, nothing else uses this run's containers: any left are an earlier start's (kill -9).
-            remove_run_containers(client, key)
+            if args.executor == "local":  # with ray, the nodes check their images and clean their daemons
+                for spec in specs.values():
+                    client = cli.client_for_image(spec)
+                # Holding the lock, nothing else uses this run's containers: any left are an earlier start's.
+                remove_run_containers(client, key)
             server = ScriptedServer(scripts) if scripted else contextlib.nullcontext()
             try:
                 with server as running:
                     if scripted:
                         endpoint = ModelEndpoint("scripted", running.base_url, None)
                     config = RunnerConfig(run_dir, key, args.name or args.model, adapter, endpoint, scripted,
-                                          args.budget, args.command_timeout, settings, args.max_workers)
+                                          args.budget, args.command_timeout, settings, args.max_workers,
+                                          args.executor, args.ray_address)
                     summary = run_all(client, config, scenarios, lambda spec: cli.task_overlays(args, spec))
             finally:
-                remove_run_containers(client, key)
+                if client is not None:
+                    remove_run_containers(client, key)
     except (RunFolderBusyError, SettingsChangedError) as exc:
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
     except KeyboardInterrupt:

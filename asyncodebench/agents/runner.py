@@ -45,6 +45,8 @@ class RunnerConfig:
     command_timeout: float
     settings: Settings
     max_workers: int = 1
+    executor: str = "local"  # or "ray": each scenario a Ray task (agents.ray_scenarios)
+    ray_address: str | None = None
 
 
 @dataclass
@@ -103,7 +105,8 @@ def run_one(client: Any, config: RunnerConfig, scenario: Scenario, overlays: dic
 
 def run_all(client: Any, config: RunnerConfig, scenarios: list[Scenario],
             overlays: Callable[[TaskSpec], dict[str, bytes]]) -> RunSummary:
-    """Run every scenario not finished yet, `max_workers` at a time; write `predictions.jsonl` of all finished."""
+    """Run every scenario not finished yet, `max_workers` at a time (here, or as Ray tasks with the ray executor);
+    write `predictions.jsonl` of all finished."""
     summary = RunSummary()
     todo = []
     for scenario in scenarios:
@@ -121,8 +124,13 @@ def run_all(client: Any, config: RunnerConfig, scenarios: list[Scenario],
             summary.failed[scenario_id] = str(exc)
             print(f"infrastructure error, not finished: {scenario_id}: {exc}", file=sys.stderr)
 
-    with ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="scenario") as pool:
-        list(pool.map(attempt, todo))
+    if config.executor == "ray":
+        from asyncodebench.agents.ray_scenarios import run_scenarios
+
+        run_scenarios(config, todo, overlays, summary.failed)
+    else:
+        with ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="scenario") as pool:
+            list(pool.map(attempt, todo))
     for scenario in scenarios:
         line = runfolder.finished(config.run_dir, scenario.row["scenario_id"])
         if line is not None:

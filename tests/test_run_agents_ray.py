@@ -1,0 +1,171 @@
+"""`run_agents.py --executor ray` on a real Ray cluster started here (asyncodebench.run.local_ray: a head that runs
+no scenario and `node-a` on this machine's Docker daemon, with the `docker` resource), the scripted model server on
+127.0.0.1, which the local node reaches.
+
+The same scripted agents run three demo scenarios (single, serial_specialists, async_private) twice: once with the
+local executor, once into a run folder started with the Ray executor (single and async_private, two at a time) and
+resumed with the local one (serial_specialists added). Both runs' predictions agree, evaluate.py scores them the
+same, and no container of either run is left on the daemon.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
+
+import pytest
+from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, run_agents, write_scripts
+from helpers.checkout import script_env
+from helpers.containers import run_containers
+from helpers.dataset_folders import DemoDataset
+from helpers.demo_run import EvalRun
+
+from asyncodebench.agents.ray_scenarios import ScenarioResult, scenario_task
+from asyncodebench.run.local_ray import LocalCluster
+
+pytestmark = pytest.mark.docker
+
+GOLD = {
+    f"{DEMO_TASK}/single/single_agent": ["git status --short", apply(demo_patch("gold")), SUBMIT],
+    "core_agent": [apply(demo_patch("producer_only")), SUBMIT],
+    "api_agent": [apply(demo_patch("consumer_only")), SUBMIT],
+}
+ALL = "*/single,*/serial_specialists,*/async_private"
+ON_RAY = "*/single,*/async_private"
+LIMITS = ("--memory", "1g", "--pids", "256")  # async_private asks for 3 containers: 3 CPUs, 3 GB on a node
+
+
+@pytest.fixture(scope="module")
+def cluster_address() -> Iterator[str]:
+    if importlib.util.find_spec("ray") is None:
+        pytest.fail("Ray is not installed: these tests need the kit's ray extra (.venv/bin/python -m pip install -e "
+                    "'.[test,ray]')", pytrace=False)
+    root = Path(tempfile.mkdtemp(prefix="acb-agents-ray-", dir="/tmp"))  # short: socket paths fit in 108 bytes
+    ray = LocalCluster(root / "cluster")
+    try:
+        ray.start_head()
+        ray.add_worker("node-a", 4, {"docker": 1}, script_env())
+        yield ray.address
+    finally:
+        ray.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def runs(demo_dataset: DemoDataset, cluster_address: str, evaluate: Callable[..., EvalRun],
+         tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("agents-ray")
+    scripts = write_scripts(out / "gold.json", GOLD)
+    local_id, ray_id = f"local-{secrets.token_hex(3)}", f"ray-{secrets.token_hex(3)}"
+    local = run_agents(scripts, demo_dataset.path, out, local_id, "--scenarios", ALL, "--name", "scripted-local",
+                       *LIMITS)
+    assert local.returncode == 0, local.stderr[-3000:]
+    on_ray = run_agents(scripts, demo_dataset.path, out, ray_id, "--scenarios", ON_RAY, "--name", "scripted-ray",
+                        "--max-workers", "2", "--executor", "ray", "--ray-address", cluster_address, *LIMITS)
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    ray_lines = read_lines(out / ray_id)
+    resumed = run_agents(scripts, demo_dataset.path, out, ray_id, "--scenarios", ALL, "--name", "scripted-ray",
+                         *LIMITS)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    combined = out / "both.jsonl"
+    combined.write_text((out / local_id / "predictions.jsonl").read_text()
+                        + (out / ray_id / "predictions.jsonl").read_text())
+    # the official time limits: a probe cut short on a loaded machine would score one run apart from the other
+    evaluated = evaluate(combined, demo_dataset.path, "--max-workers", "2",
+                         run_id=f"agents-ray-eval-{secrets.token_hex(3)}")
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    return {"local": read_lines(out / local_id), "ray_only": ray_lines, "resumed": read_lines(out / ray_id),
+            "ray_dir": out / ray_id, "resumed_stderr": resumed.stderr, "eval": evaluated,
+            "left": run_containers(local_id) + run_containers(ray_id)}
+
+
+def read_lines(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The run's predictions by protocol."""
+    lines = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    return {p["protocol"]: p for p in lines}
+
+
+def shape(prediction: dict[str, Any]) -> dict[str, Any]:
+    """What two runs of the same scripts must share: the patches and the checkpoints' structure (times aside), the
+    fields of the line and the agents' and events' order."""
+    checkpoints = prediction.get("checkpoints")
+    return {
+        "fields": sorted(prediction), "model_patch": prediction["model_patch"],
+        "agent_patches": prediction.get("agent_patches"),
+        "checkpoints": None if checkpoints is None else json.loads(json.dumps(checkpoints), object_hook=untimed),
+        "agents": [a["agent_id"] for a in prediction["runner"]["agents"]],
+        "events": [e.get("event") for e in prediction["runner"]["events"]],
+        "trajectories": prediction["trajectories"],
+    }
+
+
+def untimed(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if "time" not in k and "seconds" not in k}
+
+
+def test_the_ray_executor_gives_the_local_predictions(runs: dict[str, Any]) -> None:
+    assert sorted(runs["ray_only"]) == ["async_private", "single"]
+    for protocol, prediction in runs["ray_only"].items():
+        assert shape(prediction) == shape(runs["local"][protocol])
+    assert runs["ray_only"]["single"]["model_patch"] == demo_patch("gold")
+    assert sorted(runs["ray_only"]["async_private"]["agent_patches"]) == ["api_agent", "core_agent"]
+
+
+def test_the_driver_writes_the_scenario_files_into_the_run_folder(runs: dict[str, Any]) -> None:
+    run_dir = runs["ray_dir"]
+    for prediction in runs["ray_only"].values():
+        folder = run_dir / prediction["runner"]["folder"]
+        assert (folder / "prediction.json").is_file()
+        for trajectory in prediction["trajectories"]:
+            lines = (run_dir / trajectory).read_text().splitlines()
+            assert lines and all(json.loads(line) for line in lines)
+        for agent in prediction["runner"]["agents"]:
+            assert (folder / "patches" / f"{agent['agent_id']}.diff").is_file()
+
+
+def test_a_run_started_on_ray_resumes_with_the_local_executor(runs: dict[str, Any]) -> None:
+    assert "3 of 3 scenarios finished (2 from an earlier start)" in runs["resumed_stderr"]
+    assert sorted(runs["resumed"]) == ["async_private", "serial_specialists", "single"]
+    for protocol in ("single", "async_private"):  # kept as the Ray tasks gave them
+        assert runs["resumed"][protocol] == runs["ray_only"][protocol]
+    assert shape(runs["resumed"]["serial_specialists"]) == shape(runs["local"]["serial_specialists"])
+
+
+def test_evaluate_scores_both_executors_runs_the_same(runs: dict[str, Any]) -> None:
+    report = runs["eval"].report
+    assert report["counts"]["evaluated"] == 6 and report["counts"]["infrastructure_errors"] == 0
+    by_run: dict[str, dict[str, Any]] = {}
+    for row in report["predictions"]:
+        kept = {k: v for k, v in row.items()
+                if k not in ("line", "model_name_or_path", "output_tail", "usage", "trajectories", "runtime_seconds")}
+        by_run.setdefault(row["model_name_or_path"], {})[row["protocol"]] = kept
+    assert by_run["scripted-ray"] == by_run["scripted-local"]
+    assert {p: r["resolved"] for p, r in by_run["scripted-ray"].items()} == {
+        "single": True, "serial_specialists": True, "async_private": True}
+
+
+def test_nothing_is_left_on_the_daemon(runs: dict[str, Any]) -> None:
+    assert runs["left"] == []
+
+
+def test_a_node_with_other_kit_code_refuses_the_scenario(cluster_address: str) -> None:
+    """The node compares the driver's kit fingerprint with its own before anything else (run.ray_node.kit_problem)."""
+    import ray
+
+    ray.init(address=cluster_address, logging_level="ERROR", log_to_driver=False)
+    try:
+        task = ray.remote(scenario_task).options(num_cpus=0, resources={"docker": 0.001}, max_retries=0)
+        config = SimpleNamespace(container_key=f"refused-{secrets.token_hex(3)}")
+        result: ScenarioResult = ray.get(task.remote(config, None, {}, "0.0.0+0123456789abcdef", "session"),
+                                         timeout=300)
+    finally:
+        ray.shutdown()
+    assert result.line is None and result.files == {}
+    assert result.problem is not None
+    assert "the driver 0.0.0+0123456789abcdef: install the driver's kit" in result.problem
