@@ -8,15 +8,25 @@ Each command runs under `timeout` started by root (so the command cannot end its
 sandbox user at once; the harness's watchdog kills the container if even that fails. When the agent is done, all
 its processes are ended before anything of the tree is read, and the diff is made by root with git's hooks,
 external diff and text conversion drivers off.
+
+On a task with a native build (`spec.build`), the workspace gets what each evaluated state gets
+(`harness.build_tree.StateBuildTree`): a copy-on-write overlay of the image's build tree, writable here, whose
+changes go to a tmpfs bounded by the run's `build_space`, mounted at the task's build folder. The agent runs the
+build command there as the sandbox user, without network, under the container's limits; the task's build command
+itself gets the build's time limit (`build_timeout`, else the task's own), any other command the per-command one.
+Nothing it builds enters its patch: the preparation names the build folder in `.git/info/exclude`, and the diff
+takes it out of the index again after `git add` (a `.gitignore` in the tree could otherwise take it back in).
 """
 
 from __future__ import annotations
 
 import shlex
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Iterator
 
 from asyncodebench.agents.adapter import CommandResult
+from asyncodebench.harness.build_tree import StateBuildTree
 from asyncodebench.harness.evaluation import Workbench
 from asyncodebench.harness.sandbox import IO_DIR, OVERSIZED, SANDBOX_GID, SANDBOX_UID, Sandbox, SandboxUnavailableError
 from asyncodebench.harness.workspace import GIT_CONFIG, HOME_DIR
@@ -45,6 +55,26 @@ GIT_SAFETY = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-
 TRANSIENT = ("**/__pycache__/**", "**/*.pyc", "**/*.pyo", "**/.pytest_cache/**", "**/htmlcov/**", "**/.coverage*")
 
 
+@dataclass(frozen=True)
+class NativeBuildAccess:
+    """A native task's build as its agent's workspace offers it: the folder mounted over the build tree, the build
+    command as the agent is told it, and that command's time limit."""
+
+    build_dir: str
+    command_line: str
+    timeout_seconds: int
+
+
+def native_build_access(bench: Workbench) -> NativeBuildAccess | None:
+    """How `bench`'s task is built in an agent's workspace (the evaluator's command and limit), or None when the
+    task has no native build."""
+    build = bench.spec.build
+    if build is None:
+        return None
+    return NativeBuildAccess(build.build_dir, shlex.join(build.command),
+                             bench.settings.build_timeout or build.timeout_seconds)
+
+
 class WorkspaceLostError(RuntimeError):
     """The agent's container stopped (killed after outliving a limit, or emptied by the OOM killer): the agent's
     doing, and its work is gone."""
@@ -53,9 +83,11 @@ class WorkspaceLostError(RuntimeError):
 class AgentWorkspace:
     """A prepared container an agent works in. `execute` runs its commands; `patch` reads what it changed."""
 
-    def __init__(self, box: Sandbox, interpreter: str, workdir: str, command_timeout: float) -> None:
+    def __init__(self, box: Sandbox, interpreter: str, workdir: str, command_timeout: float,
+                 build: NativeBuildAccess | None = None) -> None:
         self.box, self.interpreter, self.workdir = box, interpreter, workdir
         self.command_timeout = command_timeout
+        self.build = build
 
     @property
     def container_name(self) -> str:
@@ -73,6 +105,8 @@ class AgentWorkspace:
             SandboxUnavailableError: the daemon failed (infrastructure).
         """
         limit = max(1, int(timeout or self.command_timeout))
+        if self.build is not None and command.strip() == self.build.command_line:
+            limit = max(limit, self.build.timeout_seconds)
         argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), str(limit), self.interpreter, "-I", "-c", DROP_PRIVILEGES,
                 command]
         try:
@@ -104,7 +138,11 @@ class AgentWorkspace:
         self.box.end_processes()
         git = shlex.join(["git", *GIT_SAFETY])
         excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in TRANSIENT)
-        script = (f"cd {shlex.quote(self.workdir)} && {git} add -A -- . {excludes} && "
+        # The build tree is taken out of the index again rather than excluded by pathspec: git refuses a pathspec
+        # that names an ignored folder, which it is unless a .gitignore of the agent's took it back in.
+        unstage_build = "" if self.build is None else \
+            f"{git} reset -q HEAD -- {shlex.quote(f':(top,literal){self.build.build_dir}')} && "
+        script = (f"cd {shlex.quote(self.workdir)} && {git} add -A -- . {excludes} && {unstage_build}"
                   f"{git} diff --cached --binary --no-textconv --no-ext-diff HEAD > {DIFF_FILE}")
         env = {"HOME": f"{IO_DIR}/git", "GIT_CONFIG_GLOBAL": GIT_CONFIG, "GIT_CONFIG_NOSYSTEM": "1"}
         done = self.box.exec(["sh", "-c", script], DIFF_SECONDS, env=env)
@@ -137,9 +175,16 @@ def agent_workspace(bench: Workbench, start_patch: bytes, command_timeout: float
         SandboxUnavailableError: the container could not be made, or the start state did not apply (the runner's
             own states always apply, so that is never the agent's doing).
     """
-    with bench.prepared(start_patch) as (box, preparation):
+    build = native_build_access(bench)
+    with ExitStack() as stack:
+        mount = None
+        if build is not None:  # the state's own writable overlay of the image's build tree, as a build gets
+            tree = stack.enter_context(StateBuildTree(bench.client, bench.spec.pinned_ref, bench.run_id, bench.base,
+                                                      build.build_dir, bench.settings.limits.build_space))
+            mount = (tree.volume, build.build_dir, False)
+        box, preparation = stack.enter_context(bench.prepared(start_patch, mount))
         if not preparation.usable:
             raise SandboxUnavailableError(
                 f"the agent's start state of {bench.spec.task_id} could not be prepared ({preparation.patch_status}): "
                 f"{preparation.patch_log[-1000:]}")
-        yield AgentWorkspace(box, bench.spec.interpreter, bench.spec.workdir, command_timeout)
+        yield AgentWorkspace(box, bench.spec.interpreter, bench.spec.workdir, command_timeout, build)

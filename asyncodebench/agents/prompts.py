@@ -63,11 +63,27 @@ def instruction(spec: TaskSpec, task_row: dict[str, Any], scenario: dict[str, An
     if messages:
         parts += ["", "## Messages from your team's manager"]
         parts += [f"- {m.strip()}" for m in messages]
+    parts += _native_build(spec)
     targets = assignment.get("primary_test_targets") or []
     if targets:
         command = shlex.join([spec.interpreter, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets])
         parts += ["", "## Checking your work", f"Run the tests of your part with: {command}"]
     return "\n".join(parts) + "\n"
+
+
+def _native_build(spec: TaskSpec) -> list[str]:
+    """How an agent on a task with native code builds it, as the evaluator will before it runs the tests
+    (`spec.build`, from data/native_builds.yaml: the published rows do not carry the step)."""
+    build = spec.build
+    if build is None:
+        return []
+    command = shlex.join(build.command)
+    return ["", "## Building the native code",
+            f"The tests use native code built in {build.build_dir}/, which holds the build of the base state. After "
+            f"changing native sources (or build files), and before running the tests, rebuild it in your current "
+            f"folder with: {command}",
+            f"The evaluator runs this same command before it runs the tests of your work. {build.build_dir}/ is "
+            "never part of your changes: what you build there is not collected, so only source changes count."]
 
 
 def _visibility(scenario: dict[str, Any]) -> str:

@@ -71,3 +71,14 @@ def manager_reply(*actions: dict[str, str]) -> dict[str, str]:
 def waiting(text: str, command: str) -> dict[str, Any]:
     """A scripted reply given only once the agent has been told `text` (until then it runs `sleep 1`)."""
     return {"after": text, "commands": [command]}
+
+
+# The native demo task (vecstats): C++ built by the task's build step (data/native_builds.yaml), loaded by Python.
+NATIVE_TASK = "asyncodebench-demo:vecstats"
+NATIVE_PATCHES = ROOT / "data" / "demo-native" / "patches"
+NATIVE_BUILD = "cmake --build build --parallel"  # the task's build command, as the agents' prompt gives it
+NATIVE_TESTS = "python3 -m pytest -q -p no:cacheprovider tests"
+
+
+def native_patch(name: str) -> str:
+    return (NATIVE_PATCHES / f"{name}.patch").read_text()
