@@ -14,6 +14,7 @@ import importlib.util
 import json
 import secrets
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,12 +23,13 @@ from typing import Any, Callable, Iterator
 import pytest
 from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, run_agents, write_scripts
 from helpers.checkout import script_env
-from helpers.containers import run_containers
+from helpers.containers import RUN_LABEL, run_containers
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import EvalRun
 
 from asyncodebench.agents.ray_scenarios import ScenarioResult, scenario_task
 from asyncodebench.run.local_ray import LocalCluster
+from asyncodebench.run.runfolder import container_key
 
 pytestmark = pytest.mark.docker
 
@@ -66,6 +68,7 @@ def runs(demo_dataset: DemoDataset, cluster_address: str, evaluate: Callable[...
     local = run_agents(scripts, demo_dataset.path, out, local_id, "--scenarios", ALL, "--name", "scripted-local",
                        *LIMITS)
     assert local.returncode == 0, local.stderr[-3000:]
+    leftover = leave_container(demo_dataset.pinned_ref, container_key(out / ray_id, ray_id))  # a dead start's
     on_ray = run_agents(scripts, demo_dataset.path, out, ray_id, "--scenarios", ON_RAY, "--name", "scripted-ray",
                         "--max-workers", "2", "--executor", "ray", "--ray-address", cluster_address, *LIMITS)
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
@@ -82,7 +85,15 @@ def runs(demo_dataset: DemoDataset, cluster_address: str, evaluate: Callable[...
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     return {"local": read_lines(out / local_id), "ray_only": ray_lines, "resumed": read_lines(out / ray_id),
             "ray_dir": out / ray_id, "resumed_stderr": resumed.stderr, "eval": evaluated,
-            "left": run_containers(local_id) + run_containers(ray_id)}
+            "left": run_containers(local_id) + run_containers(ray_id), "leftover": leftover}
+
+
+def leave_container(image: str, key: str) -> str:
+    """A stopped container of the run, as a killed earlier start leaves on a node's daemon."""
+    import docker
+
+    container = docker.from_env().containers.create(image, ["true"], labels={RUN_LABEL: key}, network_mode="none")
+    return str(container.id)
 
 
 def read_lines(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -146,12 +157,23 @@ def test_evaluate_scores_both_executors_runs_the_same(runs: dict[str, Any]) -> N
                 if k not in ("line", "model_name_or_path", "output_tail", "usage", "trajectories", "runtime_seconds")}
         by_run.setdefault(row["model_name_or_path"], {})[row["protocol"]] = kept
     assert by_run["scripted-ray"] == by_run["scripted-local"]
-    assert {p: r["resolved"] for p, r in by_run["scripted-ray"].items()} == {
+    assert {p: r["final_success"] for p, r in by_run["scripted-ray"].items()} == {
         "single": True, "serial_specialists": True, "async_private": True}
 
 
-def test_nothing_is_left_on_the_daemon(runs: dict[str, Any]) -> None:
+def test_the_run_removes_its_leftovers_and_leaves_nothing_on_the_daemon(runs: dict[str, Any]) -> None:
+    assert subprocess.run(["docker", "inspect", runs["leftover"]], capture_output=True).returncode != 0
     assert runs["left"] == []
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (("--ray-address", "127.0.0.1:6379"), "--ray-address goes with --executor ray"),
+    (("--executor", "dask"), "invalid choice: 'dask'"),
+])
+def test_bad_executor_flags_are_refused(tmp_path: Path, flags: tuple[str, ...], says: str) -> None:
+    scripts = write_scripts(tmp_path / "s.json", GOLD)
+    done = run_agents(scripts, tmp_path, tmp_path, "bad-flags", "--scenarios", "*/single", *flags)
+    assert done.returncode == 2 and says in done.stderr
 
 
 def test_a_node_with_other_kit_code_refuses_the_scenario(cluster_address: str) -> None:
