@@ -5,7 +5,8 @@ no scenario and `node-a` on this machine's Docker daemon, with the `docker` reso
 The same scripted agents run three demo scenarios (single, serial_specialists, async_private) twice: once with the
 local executor, once into a run folder started with the Ray executor (single and async_private, two at a time) and
 resumed with the local one (serial_specialists added). Both runs' predictions agree, evaluate.py scores them the
-same, and no container of either run is left on the daemon.
+same, the Ray run's start removes a container an earlier start of it left, and no container of either run is left on
+the daemon. Ctrl-C during a Ray run leaves no container and no stop marker; a node with other kit code refuses.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import importlib.util
 import json
 import secrets
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,13 +25,15 @@ from typing import Any, Callable, Iterator
 
 import pytest
 from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, run_agents, write_scripts
-from helpers.checkout import script_env
+from helpers.checkout import ROOT, SCRIPTS, script_env
 from helpers.containers import RUN_LABEL, run_containers
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import EvalRun
+from helpers.polling import wait_for
 
 from asyncodebench.agents.ray_scenarios import ScenarioResult, scenario_task
 from asyncodebench.run.local_ray import LocalCluster
+from asyncodebench.run.ray_node import stop_marker
 from asyncodebench.run.runfolder import container_key
 
 pytestmark = pytest.mark.docker
@@ -191,3 +196,28 @@ def test_a_node_with_other_kit_code_refuses_the_scenario(cluster_address: str) -
     assert result.line is None and result.files == {}
     assert result.problem is not None
     assert "the driver 0.0.0+0123456789abcdef: install the driver's kit" in result.problem
+
+
+def test_ctrl_c_stops_the_scenarios_on_the_nodes(demo_dataset: DemoDataset, cluster_address: str,
+                                                 tmp_path: Path) -> None:
+    """SIGINT while an agent works on a node: exit 130, the scenario not finished, no container of the run and no
+    stop marker left."""
+    scripts = write_scripts(tmp_path / "slow.json", {"single_agent": ["sleep 120", SUBMIT]})
+    run_id = f"ray-int-{secrets.token_hex(3)}"
+    command = [sys.executable, str(SCRIPTS / "run_agents.py"), "--model", "scripted", "--scripts", str(scripts),
+               "--dataset", str(demo_dataset.path), "--output-dir", str(tmp_path), "--run-id", run_id,
+               "--scenarios", "*/single", "--executor", "ray", "--ray-address", cluster_address, *LIMITS]
+    process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert wait_for(lambda: run_containers(run_id) != [], 300)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr[-3000:]
+    assert not list((tmp_path / run_id).glob("scenarios/*/prediction.json"))
+    assert run_containers(run_id) == []
+    marker = stop_marker(container_key(tmp_path / run_id, run_id), "*")
+    assert list(marker.parent.glob(marker.name)) == []
