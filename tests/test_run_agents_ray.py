@@ -221,3 +221,26 @@ def test_ctrl_c_stops_the_scenarios_on_the_nodes(demo_dataset: DemoDataset, clus
     assert run_containers(run_id) == []
     marker = stop_marker(container_key(tmp_path / run_id, run_id), "*")
     assert list(marker.parent.glob(marker.name)) == []
+
+
+def test_a_scenarios_files_are_carried_within_the_cap_and_stay_in_its_folder(tmp_path: Path) -> None:
+    """What a node carries back is cut at a whole line beyond the cap (and marked); the driver writes no file
+    outside the scenario's folder."""
+    from asyncodebench.agents.ray_scenarios import CUT_MARK, collect, store_result
+
+    folder = tmp_path / "node" / "scenario"
+    (folder / "trajectories").mkdir(parents=True)
+    (folder / "patches").mkdir()
+    (folder / "patches" / "a.diff").write_bytes(b"x" * 100)
+    (folder / "trajectories" / "a.jsonl").write_bytes(b'{"n": 1}\n' * 100)
+    (folder / "prediction.json").write_text("{}")
+    files = collect(folder, cap=100 + 200)
+    assert sorted(files) == ["patches/a.diff", "trajectories/a.jsonl"]
+    assert files["patches/a.diff"] == b"x" * 100
+    kept = files["trajectories/a.jsonl"]
+    assert kept.endswith(CUT_MARK) and len(kept) <= 200
+    assert all(json.loads(line) == {"n": 1} for line in kept[:-len(CUT_MARK)].splitlines())
+    line = {"runner": {"scenario_id": "demo:x/single"}}
+    with pytest.raises(ValueError, match="outside the scenario folder"):
+        store_result(tmp_path / "run", ScenarioResult("node", line, {"../../escape": b"no"}))
+    assert not (tmp_path / "escape").exists()

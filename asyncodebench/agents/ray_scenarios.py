@@ -301,7 +301,11 @@ def run_scenarios(config: RunnerConfig, scenarios: list[Scenario], overlays: Cal
         return
 
     def finish(scenario: Scenario, result: ScenarioResult) -> None:
-        store_result(config.run_dir, result)
+        try:
+            store_result(config.run_dir, result)
+        except ValueError as exc:
+            fail(scenario, str(exc))
+            return
         print(f"done: {scenario.row['scenario_id']}", file=sys.stderr)
 
     # The run folder is locked: nothing of this run runs now, whatever of it a node's daemon holds is left over.
