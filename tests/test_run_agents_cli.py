@@ -25,7 +25,7 @@ from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, write_sc
 from helpers.checkout import ROOT, SCRIPTS, script_env
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
-from helpers.demo_run import FAST_FLAGS, EvalRun
+from helpers.demo_run import SCORING_FLAGS, EvalRun
 
 from asyncodebench.agents.trajectory import read_trajectory
 from asyncodebench.dataset.validation import validator
@@ -97,7 +97,7 @@ def cli_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
         host.server_close()
     combined = out / "all.jsonl"
     combined.write_text("\n".join(lines) + "\n")
-    evaluated = evaluate(combined, demo_dataset.path, *FAST_FLAGS, run_id=f"cli-eval-{secrets.token_hex(3)}")
+    evaluated = evaluate(combined, demo_dataset.path, *SCORING_FLAGS, run_id=f"cli-eval-{secrets.token_hex(3)}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     return {"runs": runs, "eval": evaluated, "host_hits": Counter.hits}
 

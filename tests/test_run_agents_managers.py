@@ -36,7 +36,7 @@ from helpers.agent_scripts import (
 )
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
-from helpers.demo_run import FAST_FLAGS, EvalRun
+from helpers.demo_run import SCORING_FLAGS, EvalRun
 
 from asyncodebench.dataset.validation import validator
 
@@ -95,7 +95,7 @@ def manager_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
         lines += predictions.read_text().splitlines()
     combined = out / "all.jsonl"
     combined.write_text("\n".join(lines) + "\n")
-    evaluated = evaluate(combined, demo_dataset.path, *FAST_FLAGS, "--max-workers", "2",
+    evaluated = evaluate(combined, demo_dataset.path, *SCORING_FLAGS, "--max-workers", "2",
                          run_id=f"managers-eval-{secrets.token_hex(3)}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     return {"runs": runs, "eval": evaluated}

@@ -28,7 +28,7 @@ from helpers.agent_scripts import (
 )
 from helpers.containers import RUN_LABEL, run_containers
 from helpers.dataset_folders import DemoDataset
-from helpers.demo_run import FAST_FLAGS, NATIVE_RUN_BUILD_SECONDS, EvalRun
+from helpers.demo_run import NATIVE_RUN_BUILD_SECONDS, SCORING_FLAGS, EvalRun
 
 from asyncodebench.agents.container import agent_workspace
 from asyncodebench.agents.trajectory import read_trajectory
@@ -64,7 +64,7 @@ def native_agents(native_demo_dataset: DemoDataset, evaluate: Callable[..., Eval
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = out / run_id
     predictions = run_dir / "predictions.jsonl"
-    evaluated = evaluate(predictions, native_demo_dataset.path, *FAST_FLAGS, "--max-workers", "2",
+    evaluated = evaluate(predictions, native_demo_dataset.path, *SCORING_FLAGS, "--max-workers", "2",
                          "--build-timeout", str(NATIVE_RUN_BUILD_SECONDS * 8),
                          run_id=f"native-agents-eval-{secrets.token_hex(3)}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
