@@ -1,12 +1,13 @@
 """`evaluate.py --executor ray` on a real Ray cluster started here: the local executor's results, resumable with
-either executor, a worker node killed mid-run, Ctrl-C, and an image missing on one node only.
+either executor, a worker node killed mid-run (said on stderr, its containers swept), Ctrl-C (no stop marker left),
+and an image missing on one node only.
 
 One cluster serves the module (asyncodebench.run.local_ray): a head that runs no evaluation, `node-a` on this
 machine's Docker daemon and `node-b` on a dockerd of its own (DOCKER_HOST in its environment), which starts without
 the demo image. Each worker offers `docker` plus a resource named after it, so a run can be sent to one node with
 --ray-resources. Runs use the settings of the session's shared local run (`shared_demo_run`), whose results they
 must reproduce: an evaluation then asks for two CPUs (two containers of one CPU) and each worker has two, so each
-node evaluates one prediction at a time.
+node evaluates one prediction at a time. One test adds `node-c` on node-a's daemon for its own time.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from helpers.polling import wait_for
 from helpers.predictions import example_predictions, jsonl
 
 from asyncodebench.run.local_ray import LocalCluster
-from asyncodebench.run.ray_node import owner_of, remove_orphans
-from asyncodebench.run.runfolder import result_files
+from asyncodebench.run.ray_node import owner_of, remove_orphans, stop_marker
+from asyncodebench.run.runfolder import container_key, result_files
 
 pytestmark = pytest.mark.docker
 
@@ -95,7 +96,10 @@ def reference(shared_demo_run: EvalRun) -> Rows:
 
 
 def rows(report: dict[str, Any]) -> Rows:
-    return {r["model_name_or_path"]: {k: v for k, v in r.items() if k != "line"} for r in report["predictions"]}
+    """What a prediction's row says, minus its line and the end of its evaluator output, whose test names come from
+    sentinels drawn afresh for each evaluation."""
+    return {r["model_name_or_path"]: {k: v for k, v in r.items() if k not in ("line", "output_tail")}
+            for r in report["predictions"]}
 
 
 def leftovers(cluster: Cluster, run_id: str) -> dict[str, list[str]]:
@@ -243,6 +247,8 @@ def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_exe
     hint = stderr.split("resume with:", 1)[-1]
     assert process.returncode == 130 and "--run-id ctrlc" in hint and "--executor ray" in hint, stderr[-3000:]
     assert leftovers(cluster, "ctrlc") == {"node-a": [], "node-b": []}
+    markers = stop_marker(container_key(tmp_path / "ctrlc", "ctrlc"), "*")  # the nodes' temp dir is this machine's
+    assert sorted(markers.parent.glob(markers.name)) == []
     finished = len(result_files(tmp_path / "ctrlc"))
     assert 1 <= finished < len(MODELS)  # cancelled work recorded nothing
 
@@ -267,36 +273,105 @@ def test_a_stop_marker_turns_away_only_its_sessions_tasks_until_the_run_starts_a
         stop_marker(label, "s1").unlink(missing_ok=True)
 
 
-# --- a worker node dies mid-run (last: the node is restarted) -----------------------------------------------------
+# --- a worker node dies mid-run (last: the nodes are restarted) -------------------------------------------------
 
 
-def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftovers_go_on_resume(
-        cluster: Cluster, demo_dataset: DemoDataset, predictions: Path, reference: Rows, tmp_path: Path) -> None:
-    command = evaluate_command(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
-    process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    victims: list[tuple[str, str]] = []  # (node name, Ray node id)
-    seen: set[str] = set()  # containers of the run seen running so far
+class _Steps:
+    """Finds a step just starting on the given nodes' daemons once a prediction of the run has finished: a container
+    of the run that was not running at the last look (~0.1 s ago), owned by a live Ray worker. One seen running for
+    longer may be in its teardown already (removed by force while it still shows as running), and would be gone by
+    the time its node is killed."""
 
-    def evaluating() -> bool:
-        """A step has just started: a container of the run that was not running at the last look (~0.1 s ago), owned
-        by a live Ray worker. One seen running for longer may be in its teardown already (removed by force while it
-        still shows as running), and would be gone by the time the node is killed."""
-        finished = bool(result_files(tmp_path / "killed"))
-        for node in ("node-a", "node-b"):
-            running = _containers("killed", cluster.daemon_of(node), running=True)
-            new = [owner for container, owner in running.items() if container not in seen]
-            seen.update(running)
+    def __init__(self, cluster: Cluster, run_id: str, run_dir: Path, nodes: tuple[str, ...]) -> None:
+        self.cluster, self.run_id, self.run_dir, self.nodes = cluster, run_id, run_dir, nodes
+        self.seen: set[str] = set()  # containers of the run seen running so far
+        self.found: tuple[str, str] | None = None  # (node name, Ray node id) of a worker starting a step
+
+    def __call__(self) -> bool:
+        finished = bool(result_files(self.run_dir))
+        for node in self.nodes:
+            running = _containers(self.run_id, self.cluster.daemon_of(node), running=True)
+            new = [owner for container, owner in running.items() if container not in self.seen]
+            self.seen.update(running)
             for owner in new if finished else []:
                 try:
-                    victims.append((cluster.ray.node_of(int(owner.split("/")[2])), owner.split("/")[1]))
+                    self.found = (self.cluster.ray.node_of(int(owner.split("/")[2])), owner.split("/")[1])
                     return True
                 except (OSError, ValueError, IndexError):  # that worker is gone already, or not a Ray worker's
                     continue
         return False
 
-    assert wait_for(evaluating, 180), "the run never got going"
-    victim, victim_id = victims[0]
+
+def _died(stderr: str, node: str) -> list[str]:
+    """The lines saying that this node died (a node killed by an earlier test may be seen dying too: its own line)."""
+    said = f"warning: Ray node {node} ("
+    return [line for line in stderr.splitlines() if line.startswith(said) and " died; " in line]
+
+
+def test_a_dead_nodes_containers_go_at_once_through_a_node_on_its_daemon_and_its_work_waits_for_it_to_return(
+        cluster: Cluster, demo_dataset: DemoDataset, reference: Rows, tmp_path: Path) -> None:
+    """The run may use node-a only (--ray-resources). node-c, started here on node-a's daemon, offers `docker` but
+    runs none of the run's work. node-a is killed mid-step: stderr names it and the prediction that moves, and a
+    sweep through node-c removes its containers while the run waits for a node that can run the work; node-a comes
+    back (under a new node id) and the run finishes there."""
+    models = ["demo-empty", "demo-gold"]
+    two = tmp_path / "two.jsonl"
+    two.write_bytes(jsonl([example_predictions()[m] for m in models]))
+    on_a = ("--executor", "ray", "--ray-address", cluster.ray.address, "--pull", "--ray-resources", '{"node_a": 0.01}')
+    cluster.ray.add_worker("node-c", 1, {"docker": 1}, script_env())
+    process = subprocess.Popen(evaluate_command(two, demo_dataset.path, "swept", tmp_path, *FLAGS, *on_a), cwd=ROOT,
+                               env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        steps = _Steps(cluster, "swept", tmp_path / "swept", ("node-a",))
+        assert wait_for(steps, 180) and steps.found, "the run never got going"
+        victim_id = steps.found[1]
+        waiting = [m for m in models if not any(f.parent.name.startswith(f"{m}__")
+                                                for f in result_files(tmp_path / "swept"))]
+        cluster.ray.kill("node-a")
+
+        def left() -> list[str]:
+            return sorted(o for o in _containers("swept", cluster.daemon_of("node-a")).values() if victim_id in o)
+
+        assert left(), "the killed node was running a step: its containers are left on its daemon"
+        # nothing can run the run's work now (it waits for a node with node_a): only a sweep removes them
+        assert wait_for(lambda: not left(), 120), f"a dead node's containers stayed: {left()}"
+        cluster.ray.restart("node-a")
+        _, stderr = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        cluster.ray.kill("node-c")
+    assert process.returncode == 0, stderr[-3000:]
+    report = json.loads((tmp_path / "swept" / "report.json").read_text())
+    assert report["run"]["work"] == {"evaluated_now": 2, "already_finished": 0}
+    # The evaluator's verdict, not the probes' figures: on a busy machine a probe may meet its 10 s timeout in this
+    # run or in the reference (seen), and the same work on two executors is compared by the tests above.
+    verdict = ("status", "outcome", "final_success", "tests_passed", "tests_denominator", "patch_status")
+    assert {m: {k: row[k] for k in verdict} for m, row in rows(report).items()} == \
+        {m: {k: reference[m][k] for k in verdict} for m in models}
+    (moved,) = waiting
+    died_lines = _died(stderr, "node-a")
+    assert len(died_lines) == 1, stderr[-5000:]
+    died = died_lines[0]
+    assert died.startswith(f"warning: Ray node node-a ({victim_id[:12]}) at 127.0.0.2 died; its work in flight goes "
+                           "to another node: line "), died
+    assert died.count("line ") == 1 and f", {moved}, " in died, (moved, died)
+    assert "may still run there" not in stderr, stderr[-3000:]
+    assert leftovers(cluster, "swept") == {"node-a": [], "node-b": []}
+
+
+def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftovers_go_on_resume(
+        cluster: Cluster, demo_dataset: DemoDataset, predictions: Path, reference: Rows, tmp_path: Path) -> None:
+    """No live node shares the killed node's daemon and it does not come back during the run: stderr names it and
+    what moved, the end of the run says its containers may remain and how to remove them, and the run resumed once
+    the node is back removes them."""
+    command = evaluate_command(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
+    process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    steps = _Steps(cluster, "killed", tmp_path / "killed", ("node-a", "node-b"))
+    assert wait_for(steps, 180) and steps.found, "the run never got going"
+    victim, victim_id = steps.found
     cluster.ray.kill(victim)
 
     def left() -> list[str]:
@@ -309,13 +384,23 @@ def test_a_worker_node_killed_mid_run_loses_and_doubles_nothing_and_its_leftover
     report = json.loads((tmp_path / "killed" / "report.json").read_text())
     assert report["run"]["work"] == {"evaluated_now": len(MODELS), "already_finished": 0}  # each recorded once
     assert rows(report) == reference
+    died_lines = _died(stderr, victim)
+    assert len(died_lines) == 1, stderr[-5000:]
+    died = died_lines[0]
+    assert died.startswith(f"warning: Ray node {victim} ({victim_id[:12]}) at 127.0.0.2 died; its work in flight "
+                           "goes to another node: line "), died
+    assert any(f", {model}, " in died for model in MODELS), died
+    label = container_key(tmp_path / "killed", "killed")
+    (remain,) = [line for line in stderr.splitlines() if "may still run there" in line]
+    assert remain.startswith(f"warning: Ray node {victim} ({victim_id[:12]}) at 127.0.0.2 died during the run")
+    assert f"docker ps -aq --filter label=org.asyncodebench.run_id={label}" in remain, remain
     # nothing else runs on that daemon: its leftovers wait for the node to come back
     assert left() == stranded
 
     cluster.ray.restart(victim)
     resumed = run_evaluate(predictions, demo_dataset.path, "killed", tmp_path, *FLAGS, *cluster.flags)
     assert resumed.returncode == 0 and f"{len(MODELS)} predictions were already finished" in resumed.stdout
-    assert leftovers(cluster, "killed") == {"node-a": [], "node-b": []}
+    assert leftovers(cluster, "killed") == {"node-a": [], "node-b": []}, resumed.stderr[-3000:]
 
 
 def _containers(run_id: str, docker_host: str | None, running: bool = False) -> dict[str, str]:

@@ -10,8 +10,10 @@ Faults. A task whose worker process or node dies is re-run by Ray (`RAY_RETRIES`
 infrastructure failure of its node (daemon gone, image missing or with another digest there, another kit than the
 driver's) is tried again on a node it has not failed on, `TRIES` attempts in all, after which it is recorded as an
 infrastructure error naming every node and what went wrong there. Each prediction's outcome is recorded once, by
-the driver, whatever the number of attempts. Ctrl-C stops the run on every node (see `ray_node`: a stop marker, and
-the run's containers removed), waits briefly for the tasks to return and sweeps the nodes once more.
+the driver, whatever the number of attempts. A node that dies mid-run is said on stderr with the work that moved,
+and its containers are swept through the live nodes (`ray_watch`). Ctrl-C stops the run on every node (see
+`ray_node`: a stop marker, and the run's containers removed), waits briefly for the tasks to return and sweeps the
+nodes once more, which also removes the stop markers.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run import ray_node
 from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.prediction_result import InfrastructureKind
-from asyncodebench.run.ray_node import NodeResult
+from asyncodebench.run.ray_node import NodeResult, Sweep
+from asyncodebench.run.ray_watch import NodeWatch
 from asyncodebench.run.results import infrastructure_result
 from asyncodebench.run.work import (
     TRIES,
@@ -80,6 +83,7 @@ class _Work:
     submit: Callable[[dict[str, Any]], Any]  # scheduling options -> the attempt's object ref
     request: dict[str, float]  # the resources it needs on one node (Ray's names: CPU, memory, custom ones)
     what: str  # for people: "line 3 (task)", "the base state of task"
+    who: str  # the same with the model and protocol of a prediction, for the line that says a node died
     failures: list[tuple[InfrastructureKind, str]] = field(default_factory=list)  # (kind, "on node X: what went wrong")
     tried: set[str] = field(default_factory=set)  # nodes it failed on
     final: bool = False  # a failure that another try would only repeat
@@ -102,6 +106,8 @@ class RayExecutor:
         self.tasks: dict[str, Any] = {}  # the Ray remote functions, made once connected
         self.images: dict[str, dict[str, ImageStatus]] = {}  # task -> node -> its pinned image as found there
         self.session = uuid.uuid4().hex[:16]  # names this driver's stop markers on the nodes
+        self.watch: NodeWatch | None = None  # set once connected
+        self.names: dict[str, str] = {}  # Ray task id (hex) of each attempt submitted -> how messages name its work
 
     # --- the Executor protocol ---------------------------------------------------------------------------------
 
@@ -120,20 +126,23 @@ class RayExecutor:
                 "(`ray start --head`, see docs/ray.md) or give its address with --ray-address")
         self.tasks = {name: ray.remote(fn) for name, fn in (
             ("evaluate", ray_node.evaluate_task), ("baseline", ray_node.baseline_task),
-            ("cleanup", ray_node.cleanup_task))}
+            ("cleanup", ray_node.cleanup_task), ("sweep", ray_node.sweep_task))}
         request = self._request(STEPS_AT_ONCE)
         if not self._feasible_nodes(request):
             return "ray_no_node", (
                 f"no live node of the Ray cluster at {address} can run an evaluation, which needs {request}; the "
                 f"`{DOCKER_RESOURCE}` resource marks the nodes with a Docker Engine (ray start ... --resources "
                 f"'{{\"{DOCKER_RESOURCE}\": 1}}'): add such nodes, or lower --cpus / --memory")
-        self._cleanup_nodes()  # nothing of this run is running now: whatever of it a node's daemon holds is left over
+        self.watch = NodeWatch(self.config.label, self.session, self._marker(), {DOCKER_RESOURCE: DOCKER_SHARE},
+                               self._sweep, self.names)
+        # nothing of this run is running now: whatever of it a node's daemon holds is left over
+        self.watch.begin(self.nodes, self._cleanup_nodes())
         return None
 
     def measure_baselines(self, overlays: dict[str, dict[str, bytes]]) -> dict[str, BaseStateRecord | str]:
         """See `Executor.measure_baselines`: each task's base state as a Ray task, on whichever node can run it."""
         config, specs = self.config, self.state.specs
-        works = {task_id: self._work(base_state_named(task_id), "baseline", 1, specs[task_id], config.label,
+        works = {task_id: self._work(base_state_named(task_id), None, "baseline", 1, specs[task_id], config.label,
                                      config.settings, task_overlays, config.pull, ray_node.kit_fingerprint(),
                                      self.session)
                  for task_id, task_overlays in overlays.items()}
@@ -152,8 +161,8 @@ class RayExecutor:
         """See `Executor.evaluate`: each job as a Ray task, tried again elsewhere after an infrastructure failure."""
         by_line = {job.prediction.line: job for job in jobs}
         kit = ray_node.kit_fingerprint()
-        works = {line: self._work(prediction_named(job.prediction), "evaluate", STEPS_AT_ONCE, job,
-                                  self.config.pull, kit, self.session)
+        works = {line: self._work(prediction_named(job.prediction), _named_fully(job), "evaluate", STEPS_AT_ONCE,
+                                  job, self.config.pull, kit, self.session)
                  for line, job in by_line.items()}
 
         def finish(line: int, result: NodeResult | None) -> None:
@@ -166,9 +175,17 @@ class RayExecutor:
         self._drive(works, finish)
 
     def close(self) -> None:
-        """See `Executor.close`: remove the run's volumes, and containers dead workers left, on every node."""
-        if self.tasks and not self.state.stopping.is_set():
-            self._cleanup_nodes()  # the run's volumes, and containers a dead worker left on a live node's daemon
+        """See `Executor.close`: remove the run's volumes, and containers dead workers left, on every node; say
+        which dead nodes may still hold containers of the run."""
+        import ray
+
+        if self.watch is None:
+            return
+        if not self.state.stopping.is_set():
+            self.watch.settle(lambda: {n["NodeID"]: n for n in ray.nodes()})
+            # the run's volumes, and containers a dead worker left on a live node's daemon
+            self.watch.finish(self._cleanup_nodes(), CLEANUP_TIMEOUT_SECONDS)
+        self.watch.forget()
 
     # --- driving the cluster -----------------------------------------------------------------------------------
 
@@ -187,6 +204,8 @@ class RayExecutor:
                     key = queue.pop(0)
                     in_flight[self._attempt(works[key])] = key
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SECONDS)
+                if self.watch is not None and self.watch.due():
+                    self.watch.look({n["NodeID"]: n for n in ray.nodes()}, lambda: self._running(in_flight))
                 if not ready:
                     for ref in watch.given_up(self, works, in_flight):
                         ray.cancel(ref, force=True)
@@ -207,10 +226,24 @@ class RayExecutor:
             # start see the stop marker and return; running steps fail fast once their containers are gone.
             self._cleanup_nodes(stop=True)
             ray.wait(list(in_flight), num_returns=len(in_flight), timeout=CLEANUP_TIMEOUT_SECONDS)
-            self._cleanup_nodes(stop=True)  # what a step started while the first sweep ran
+            # What a step started while the first sweep ran, and the stop markers: the tasks have returned, and any
+            # that has not is ended by Ray as this driver exits (Ray ends a job's tasks, pending ones too, then).
+            self._cleanup_nodes()
+            if self.watch is not None:
+                self.watch.forget()
             raise
 
-    def _work(self, what: str, task: str, containers: int, *args: Any) -> _Work:
+    def _running(self, in_flight: dict[Any, Any]) -> set[str]:
+        """The Ray task ids (hex) of the attempts in flight that have not returned."""
+        import ray
+
+        if not in_flight:
+            return set()
+        done, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0, fetch_local=False)
+        returned = set(done)
+        return {ref.task_id().hex() for ref in in_flight if ref not in returned}
+
+    def _work(self, what: str, who: str | None, task: str, containers: int, *args: Any) -> _Work:
         request = self._request(containers)
         custom = {k: v for k, v in request.items() if k not in ("CPU", "memory")}
         remote = self.tasks[task]
@@ -219,7 +252,7 @@ class RayExecutor:
             return remote.options(num_cpus=request["CPU"], memory=int(request["memory"]), resources=custom,
                                   max_retries=RAY_RETRIES, retry_exceptions=False, **options).remote(*args)
 
-        return _Work(submit, request, what)
+        return _Work(submit, request, what, who or what)
 
     def _attempt(self, work: _Work) -> Any:
         """Submit one attempt, on a node the work has not failed on when there is one (else where Ray likes)."""
@@ -230,7 +263,9 @@ class RayExecutor:
             fresh = [n for n in self._feasible_nodes(work.request) if n not in work.tried]
             if fresh:  # soft: should that node go away, Ray places the attempt elsewhere
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(random.choice(fresh), soft=True)
-        return work.submit(options)
+        ref = work.submit(options)
+        self.names[ref.task_id().hex()] = work.who
+        return ref
 
     def _result(self, ref: Any, work: _Work) -> NodeResult | None:
         """The attempt's result, its failure noted in `work`; None when the attempt gave no result at all."""
@@ -254,24 +289,40 @@ class RayExecutor:
             work.tried.add(result.node_id)
         return result
 
-    def _cleanup_nodes(self, stop: bool = False) -> None:
+    def _cleanup_nodes(self, stop: bool = False) -> dict[str, Sweep]:
         """Remove the run's containers and volumes from the daemon of every live node the run may use (the Docker
-        nodes that offer the run's --ray-resources); with `stop`, leave this session's stop marker there first."""
+        nodes that offer the run's --ray-resources); with `stop`, leave this session's stop marker there first,
+        else remove the run's stop markers. What each node's cleanup did, by node id."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        marker = {DOCKER_RESOURCE: DOCKER_SHARE, **dict(self.config.ray_resources)}
-        refs = [self.tasks["cleanup"].options(
+        marker = self._marker()
+        refs = {self.tasks["cleanup"].options(
             num_cpus=0, resources=marker, max_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(
-                self.config.label, self.session if stop else None)
-            for node_id in self._feasible_nodes(marker)]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=CLEANUP_TIMEOUT_SECONDS)
+                self.config.label, self.session if stop else None): node_id
+            for node_id in self._feasible_nodes(marker)}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=CLEANUP_TIMEOUT_SECONDS)
+        sweeps = {}
         for ref in ready:
             try:
-                ray.get(ref)
+                sweeps[refs[ref]] = ray.get(ref)
             except Exception:  # that node died meanwhile: its daemon is cleaned when the run is resumed there
                 pass
+        return sweeps
+
+    def _sweep(self, node_id: str) -> Any:
+        """Submit a sweep of the run's containers whose owner is gone, on that node (any node with a daemon: it may
+        share a dead node's daemon)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return self.tasks["sweep"].options(
+            num_cpus=0, resources={DOCKER_RESOURCE: DOCKER_SHARE}, max_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(self.config.label)
+
+    def _marker(self) -> dict[str, float]:
+        """The resources of a node the run may use: the Docker marker and the run's --ray-resources."""
+        return {DOCKER_RESOURCE: DOCKER_SHARE, **dict(self.config.ray_resources)}
 
     # --- resources, nodes, images ------------------------------------------------------------------------------
 
@@ -312,6 +363,12 @@ class RayExecutor:
                 usable[0], detail=f"not usable on every node: {problems}" if problems else usable[0].detail)
         else:
             self.state.images[image.task_id] = replace(image, detail=problems)
+
+
+def _named_fully(job: Job) -> str:
+    """A prediction's work as the line that says a node died names it: `line 3 (task, model, protocol)`."""
+    prediction = job.prediction
+    return f"line {prediction.line} ({prediction.task_id}, {prediction.model}, {prediction.protocol})"
 
 
 class _StuckWatch:

@@ -14,8 +14,13 @@ or a modified copy, would score differently without anyone noticing, so it refus
 
 Ctrl-C on the driver stops the run's work through the nodes, not with `ray.cancel`, which can crash the driver when
 it cancels a task that is just completing (a Ray bug): `cleanup_task(..., stop=...)` leaves a stop marker for the
-driver's session on the node, so tasks of that session that have not started yet return at once, and removes the
-run's containers, so the steps that run fail fast.
+driver's session on the node (a file in the worker's temp dir), so tasks of that session that have not started yet
+return at once, and removes the run's containers, so the steps that run fail fast. Once the tasks have returned, the
+driver's last `cleanup_task` removes the markers again.
+
+For the driver's view of dead nodes, an attempt notes where it runs (`note_attempt`, in Ray's key-value store:
+Ray re-runs a task whose node died under the same task id), and sweeps report the Docker daemon they reached
+(`Sweep`), so the driver can tell whether a live node shares a dead node's daemon.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import asyncodebench
 from asyncodebench.harness.baseline import BaseStateRecord
@@ -56,8 +61,39 @@ class NodeResult:
     baseline: BaseStateRecord | None = None  # a base state's record
     problem: tuple[InfrastructureKind, str] | None = None
 
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a cleanup or sweep task did on its node's daemon."""
+
+    daemon: str | None  # who the Docker daemon is (`daemon_identity`); None: it did not answer
+    removed: int  # containers removed
+
+
 UNREACHABLE_DAEMON: tuple[InfrastructureKind, str] = ("docker_unavailable",
                                                       "the Docker daemon of this node is not reachable")
+
+
+ATTEMPTS_NAMESPACE = "asyncodebench"  # of Ray's key-value store
+
+
+def attempts_prefix(session: str) -> str:
+    """The keys `attempts/<session>/<Ray task id>/<node id>` a driver session's attempts leave as they start."""
+    return f"attempts/{session}/"
+
+
+def note_attempt(session: str) -> None:
+    """Say in Ray's key-value store that this attempt runs on this node (best effort)."""
+    import ray
+    from ray.experimental.internal_kv import _internal_kv_put
+
+    context = ray.get_runtime_context()
+    node_id = context.get_node_id()
+    try:
+        _internal_kv_put(f"{attempts_prefix(session)}{context.get_task_id()}/{node_id}", b"",
+                         namespace=ATTEMPTS_NAMESPACE)
+    except Exception:  # the driver then cannot say that this attempt moved, nothing worse
+        pass
 
 
 def kit_fingerprint() -> str:
@@ -102,6 +138,7 @@ def evaluate_task(job: Job, allow_pull: bool, driver_kit: str, session: str) -> 
     """A Ray task: evaluate one prediction on this node."""
     if problem := refusal(job.label, session, driver_kit):
         return NodeResult(_node_id(), None, problem=problem)
+    note_attempt(session)
     node_id, client, image = _prepare(job.spec, job.label, allow_pull)
     if client is None or image is None:
         return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
@@ -119,6 +156,7 @@ def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict
     """A Ray task: measure one task's base state on this node."""
     if problem := refusal(label, session, driver_kit):
         return NodeResult(_node_id(), None, problem=problem)
+    note_attempt(session)
     node_id, client, image = _prepare(spec, label, allow_pull)
     if client is None or image is None:
         return NodeResult(node_id, None, problem=UNREACHABLE_DAEMON)
@@ -131,19 +169,43 @@ def baseline_task(spec: TaskSpec, label: str, settings: Settings, overlays: dict
     return NodeResult(node_id, image, baseline=record)
 
 
-def cleanup_task(label: str, stop: str | None = None) -> int:
+def cleanup_task(label: str, stop: str | None = None) -> Sweep:
     """A Ray task: remove every container and volume of the run from this node's daemon. With `stop` (a driver
-    session), first leave that session's stop marker; without, remove the run's stop markers (a run starting)."""
+    session), first leave that session's stop marker; without, remove the run's stop markers (a run starting, or
+    ending: the run folder is locked, so no other session of the run is under way)."""
     if stop:
         stop_marker(label, stop).touch()
     else:
         pattern = stop_marker(label, "*")
         for marker in pattern.parent.glob(pattern.name):
             marker.unlink(missing_ok=True)
+    return _sweep(lambda client: remove_run_containers(client, label))
+
+
+def sweep_task(label: str) -> Sweep:
+    """A Ray task: remove the run's containers on this node's daemon whose owner is gone (a dead node's, say)."""
+    node_id = _node_id()
+    return _sweep(lambda client: remove_orphans(client, label, node_id))
+
+
+def daemon_identity(info: dict[str, Any]) -> str:
+    """What tells a Docker daemon from every other (from its `docker info`): its ID alone does not, since before
+    Docker 23 it comes from the machine's /etc/docker/key.json, which every daemon of the machine shares (and a
+    cloned machine too), so its host name and data root go with it."""
+    return " ".join(str(info.get(key) or "?") for key in ("ID", "Name", "DockerRootDir"))
+
+
+def _sweep(remove: Callable[[Any], int]) -> Sweep:
     try:
-        return remove_run_containers(docker_client(), label)
+        client = docker_client()
     except SandboxUnavailableError:
-        return 0
+        return Sweep(None, 0)
+    removed = remove(client)  # first: telling who the daemon is must never cost the removal
+    try:
+        daemon: str | None = daemon_identity(client.info())
+    except Exception:  # the driver then cannot count this sweep for a dead node on the same daemon
+        daemon = None
+    return Sweep(daemon, removed)
 
 
 def _node_id() -> str:
