@@ -127,7 +127,8 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     from asyncodebench.agents.adapter import ModelEndpoint
     from asyncodebench.agents.registry import make_adapter
     from asyncodebench.agents.runfolder import SettingsChangedError, check_settings
-    from asyncodebench.agents.runner import RunnerConfig, run_all
+    from asyncodebench.agents.runner import run_all
+    from asyncodebench.agents.scenario_run import RunnerConfig
     from asyncodebench.agents.scripted_server import ScriptedServer
     from asyncodebench.harness.evaluation import Settings, new_run_id
     from asyncodebench.harness.sandbox import Limits, remove_run_containers

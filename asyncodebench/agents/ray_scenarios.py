@@ -1,5 +1,5 @@
 """Agent scenarios on a Ray cluster (`run_agents.py --executor ray`): each scenario is one Ray task on a node that
-offers the `docker` resource, running the very `runner.run_one` of the local executor against that node's Docker
+offers the `docker` resource, running the very `scenario_run.run_one` of the local executor against that node's Docker
 daemon, in a temporary folder of the node. The task returns the scenario's prediction line and the files of its
 scenario folder (trajectories, patches) as data; the driver alone writes them into the run folder, the prediction
 last, so the run folder's lock, settings check and resume work as with the local executor.
@@ -24,10 +24,11 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from asyncodebench.agents import runfolder
-from asyncodebench.agents.protocols import Scenario
+from asyncodebench.agents.scenario_run import RunnerConfig, run_one
+from asyncodebench.agents.team import Scenario
 from asyncodebench.files import write_atomic
 from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, set_owner
 from asyncodebench.harness.spec import TaskSpec
@@ -35,9 +36,6 @@ from asyncodebench.images.digests import MATCH
 from asyncodebench.run import ray_node
 from asyncodebench.run.ray_executor import CLEANUP_TIMEOUT_SECONDS, DOCKER_RESOURCE, DOCKER_SHARE, RAY_RETRIES
 from asyncodebench.run.work import TRIES, check_image
-
-if TYPE_CHECKING:
-    from asyncodebench.agents.runner import RunnerConfig  # the runner imports this module when it runs on Ray
 
 FILES_CAP_BYTES = 256_000_000  # a scenario's files a task carries back; beyond, files are cut (marked)
 CUT_MARK = b"\n[asyncodebench: cut here, the scenario's files exceeded the Ray executor's limit]\n"
@@ -71,8 +69,6 @@ def scenario_task(config: RunnerConfig, scenario: Scenario, overlays: dict[str, 
                   session: str) -> ScenarioResult:
     """A Ray task: run one scenario on this node's Docker daemon; return its prediction and files."""
     import ray
-
-    from asyncodebench.agents.runner import run_one  # the runner imports this module
 
     node_id = ray.get_runtime_context().get_node_id()
     if refused := ray_node.refusal(config.container_key, session, driver_kit):

@@ -11,42 +11,19 @@ import fnmatch
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from asyncodebench.agents import runfolder
-from asyncodebench.agents.adapter import AgentAdapter, ModelEndpoint
-from asyncodebench.agents.protocols import IMPLEMENTED, run_scenario
-from asyncodebench.agents.team import Context, Scenario
+from asyncodebench.agents.protocols import IMPLEMENTED
+from asyncodebench.agents.scenario_run import RunnerConfig, run_one
+from asyncodebench.agents.team import Scenario
 from asyncodebench.dataset.sources import Rows
-from asyncodebench.harness.evaluation import Settings, Workbench
 from asyncodebench.harness.sandbox import SandboxUnavailableError
 from asyncodebench.harness.spec import TaskSpec
-
-SCRIPTED = "scripted"
 
 
 class NoScenarioError(ValueError):
     """The patterns chose no scenario the runner can run."""
-
-
-@dataclass(frozen=True)
-class RunnerConfig:
-    """What every scenario of one run shares. `container_key` labels its containers; `scripted`: each agent asks
-    the endpoint as `scripted/<task>/<protocol>/<agent>` (the scripted server's agent names)."""
-
-    run_dir: Path
-    container_key: str
-    name: str
-    adapter: AgentAdapter
-    endpoint: ModelEndpoint
-    scripted: bool
-    budget: int | None
-    command_timeout: float
-    settings: Settings
-    max_workers: int = 1
-    executor: str = "local"  # or "ray": each scenario a Ray task (agents.ray_scenarios)
-    ray_address: str | None = None
 
 
 @dataclass
@@ -77,30 +54,6 @@ def select(rows: Rows, patterns: list[str]) -> tuple[list[Scenario], list[str]]:
             + (f"; it matched only {', '.join(skipped)}" if skipped else "")
             + f"; scenario ids look like {known}, ...; patterns such as 'asyncodebench-demo:*' or '*/single' work")
     return chosen, skipped
-
-
-def endpoint_for(config: RunnerConfig, scenario: Scenario) -> Callable[[str], ModelEndpoint]:
-    """Each agent's endpoint: the configured one, or under the scripted server its own agent name."""
-    if not config.scripted:
-        return lambda agent_id: config.endpoint
-    prefix = f"{SCRIPTED}/{scenario.row['task_id']}/{scenario.protocol}"
-    return lambda agent_id: ModelEndpoint(f"{prefix}/{agent_id}", config.endpoint.base_url, None)
-
-
-def run_one(client: Any, config: RunnerConfig, scenario: Scenario, overlays: dict[str, bytes]) -> dict[str, Any]:
-    """Run one scenario and keep its prediction in its folder.
-
-    Raises:
-        SandboxUnavailableError: the container engine failed.
-    """
-    folder = runfolder.scenario_folder(config.run_dir, scenario.row["scenario_id"])
-    bench = Workbench.open(client, scenario.spec, config.container_key, config.settings, overlays)
-    ctx = Context(bench, config.adapter, endpoint_for(config, scenario), config.budget, config.command_timeout, folder)
-    outcome, seconds = run_scenario(ctx, scenario)
-    line = runfolder.prediction(scenario, outcome, seconds, config.name, config.adapter, config.endpoint,
-                                config.budget, config.run_dir)
-    runfolder.write_prediction(config.run_dir, line)
-    return line
 
 
 def run_all(client: Any, config: RunnerConfig, scenarios: list[Scenario],
