@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from helpers.agent_runs import line, scored
 from helpers.agent_scripts import (
     DEMO_TASK,
     ESCAPE_FILE,
@@ -90,17 +91,6 @@ def agent_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
                          run_id=f"agents-eval-{secrets.token_hex(3)}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     return {"runs": runs, "eval": evaluated, "escape_file_exists": Path(ESCAPE_FILE).exists()}
-
-
-def line(runs: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
-    (found,) = [p for p in runs["runs"][name]["lines"] if p["protocol"] == protocol]
-    return found
-
-
-def scored(runs: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
-    (found,) = [p for p in runs["eval"].report["predictions"]
-                if p["model_name_or_path"] == name and p["protocol"] == protocol]
-    return found
 
 
 def agent(prediction: dict[str, Any], agent_id: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from helpers.agent_runs import line
 from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, write_scripts
 from helpers.checkout import ROOT, SCRIPTS, script_env
 from helpers.containers import run_containers
@@ -100,11 +101,6 @@ def cli_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
     evaluated = evaluate(combined, demo_dataset.path, *SCORING_FLAGS, run_id=f"cli-eval-{secrets.token_hex(3)}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     return {"runs": runs, "eval": evaluated, "host_hits": Counter.hits}
-
-
-def line(runs: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
-    (found,) = [p for p in runs["runs"][name]["lines"] if p["protocol"] == protocol]
-    return found
 
 
 def trajectory(runs: dict[str, Any], name: str, protocol: str, agent_id: str) -> list[dict[str, Any]]:

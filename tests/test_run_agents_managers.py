@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from helpers.agent_runs import line, scored
 from helpers.agent_scripts import (
     DEMO_TASK,
     SUBMIT,
@@ -99,17 +100,6 @@ def manager_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
                          run_id=f"managers-eval-{secrets.token_hex(3)}")
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     return {"runs": runs, "eval": evaluated}
-
-
-def line(runs: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
-    (found,) = [p for p in runs["runs"][name]["lines"] if p["protocol"] == protocol]
-    return found
-
-
-def scored(runs: dict[str, Any], name: str, protocol: str) -> dict[str, Any]:
-    (found,) = [p for p in runs["eval"].report["predictions"]
-                if p["model_name_or_path"] == name and p["protocol"] == protocol]
-    return found
 
 
 def events(prediction: dict[str, Any]) -> list[tuple[str, str | None]]:
