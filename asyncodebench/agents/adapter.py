@@ -14,6 +14,7 @@ leaves the inbox alone, and undelivered messages are recorded as such when the a
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,18 @@ class ModelEndpoint:
     def to_record(self) -> dict[str, Any]:
         """The endpoint as settings and predictions record it."""
         return asdict(self)
+
+    def litellm_args(self) -> tuple[str, dict[str, Any]]:
+        """The model name and keyword arguments litellm takes for this endpoint: an OpenAI-compatible server at
+        `base_url` (the name sent as it is, the key from `api_key_env` or OPENAI_API_KEY), or a litellm model id."""
+        kwargs: dict[str, Any] = {"drop_params": True}
+        if self.base_url:
+            kwargs["api_base"] = self.base_url
+            kwargs["api_key"] = os.environ.get(self.api_key_env or "OPENAI_API_KEY") or "none"
+            return f"openai/{self.name}", kwargs
+        if self.api_key_env:
+            kwargs["api_key"] = os.environ.get(self.api_key_env, "")
+        return self.name, kwargs
 
 
 @dataclass(frozen=True)

@@ -202,14 +202,8 @@ def complete(endpoint: ModelEndpoint, messages: list[dict[str, str]]) -> tuple[s
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    kwargs: dict[str, Any] = {"drop_params": True, "num_retries": 0}
-    name = endpoint.name
-    if endpoint.base_url:
-        name = f"openai/{endpoint.name}"
-        kwargs["api_base"] = endpoint.base_url
-        kwargs["api_key"] = os.environ.get(endpoint.api_key_env or "OPENAI_API_KEY") or "none"
-    elif endpoint.api_key_env:
-        kwargs["api_key"] = os.environ.get(endpoint.api_key_env, "")
+    name, kwargs = endpoint.litellm_args()
+    kwargs["num_retries"] = 0
     response = litellm.completion(model=name, messages=messages, **kwargs)
     usage = getattr(response, "usage", None)
     return (response.choices[0].message.content, int(getattr(usage, "prompt_tokens", 0) or 0),

@@ -85,14 +85,7 @@ class EndpointModel(LitellmModel):
 def endpoint_model(endpoint: ModelEndpoint) -> EndpointModel:
     """The model for `endpoint`: an OpenAI-compatible server at `base_url` (the name sent as it is), or a litellm
     model id. Costs are not priced (0 unless litellm knows the model); tokens are counted from the responses."""
-    kwargs: dict[str, Any] = {"drop_params": True}
-    name = endpoint.name
-    if endpoint.base_url:
-        name = f"openai/{endpoint.name}"
-        kwargs["api_base"] = endpoint.base_url
-        kwargs["api_key"] = os.environ.get(endpoint.api_key_env or "OPENAI_API_KEY") or "none"
-    elif endpoint.api_key_env:
-        kwargs["api_key"] = os.environ.get(endpoint.api_key_env, "")
+    name, kwargs = endpoint.litellm_args()
     return EndpointModel(model_name=name, model_kwargs=kwargs, cost_tracking="ignore_errors",
                          observation_template=OBSERVATION_TEMPLATE, format_error_template=FORMAT_ERROR_TEMPLATE)
 
