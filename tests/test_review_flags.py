@@ -15,7 +15,7 @@ from asyncodebench.reports.flags import row_flags
 from asyncodebench.reports.htmlreport import render_report
 from asyncodebench.reports.report import build_report, code_span, markdown, summarize
 from asyncodebench.reports.synthetic import synthetic_inputs
-from asyncodebench.run.predictions import Checkpoint, Prediction, PredictionFile
+from asyncodebench.run.predictions import Checkpoint, Prediction
 from asyncodebench.scoring.review import (
     REVIEW_CAP,
     TEXT_LIMIT,
@@ -241,8 +241,7 @@ def _results(every: int | None = None) -> list[dict[str, Any]]:
 
 
 def _report_of(results: list[dict[str, Any]]) -> dict[str, Any]:
-    metadata, _, _ = synthetic_inputs(**SMALL)
-    file = PredictionFile(path="x.jsonl", sha256="0" * 64, predictions=tuple(results), problems=())
+    metadata, file, _ = synthetic_inputs(**SMALL)
     return build_report(metadata, file, results)  # validated against schemas/report.schema.json
 
 

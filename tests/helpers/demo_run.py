@@ -68,5 +68,7 @@ def run_evaluate(predictions: list[dict[str, Any] | bytes] | Path, dataset: Path
 
 
 def without_run_metadata(report: dict[str, Any]) -> dict[str, Any]:
-    """A report minus what legitimately differs between two runs of the same file (times, ids, paths)."""
-    return {k: v for k, v in report.items() if k != "run"}
+    """A report minus what legitimately differs between two runs of the same file: the run's times, ids and paths,
+    and each prediction's output_tail (the evaluator's own output carries durations and random sentinel names)."""
+    predictions = [{k: v for k, v in p.items() if k != "output_tail"} for p in report.get("predictions", [])]
+    return {**{k: v for k, v in report.items() if k != "run"}, "predictions": predictions}
