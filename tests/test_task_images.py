@@ -2,7 +2,7 @@
 
 CI cannot reach GitHub, so the path is exercised on the demo task: its repository is a local git repository with
 the base commit and, after it, the complete code (the gold patch), which stands in for a Commit0 repository's
-parent commit. The 15 real tasks are covered by scripts/fidelity_table.py and the README's fidelity table.
+parent commit. The 15 real tasks are covered by scripts/fidelity_table.py and the fidelity table in docs/images.md.
 """
 
 from __future__ import annotations
