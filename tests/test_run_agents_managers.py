@@ -128,6 +128,25 @@ def test_every_prediction_is_valid_scored_and_left_no_container(manager_runs: di
     assert all(run["containers_left"] == [] for run in manager_runs["runs"].values())
 
 
+def test_the_runners_merges_give_the_manager_protocols_their_merge_and_scope_rates(
+        manager_runs: dict[str, Any]) -> None:
+    # evaluate.py replays these lines' checkpoints and merges nothing, so the rates are the runner's record
+    report = manager_runs["eval"].report
+    for name, run in manager_runs["runs"].items():
+        for made in run["lines"]:
+            merges = made["runner"]["merges"]
+            row = scored(manager_runs, name, made["protocol"])
+            assert row["integration_source"] == "runner" and row["agents_integrated"] == len(merges) >= 2
+            assert row["merge_conflicts"] == sum(m["merge_status"] == "conflict" for m in merges)
+            assert row["scope_violations"] == sum(bool(m["out_of_scope"]) for m in merges)
+            (cell,) = [r for r in report["summary"]
+                       if (r["model_name_or_path"], r["protocol"]) == (name, made["protocol"])]
+            assert cell["artifacts_reported_by_runner"] == len(merges)
+            assert cell["merge_conflict_rate"] == row["merge_conflicts"] / len(merges)
+            assert cell["scope_violation_rate"] == row["scope_violations"] / len(merges)
+    assert any("runner's own record of its merges" in note for note in report["notes"])
+
+
 @pytest.mark.parametrize("name, protocol, checkpoints, drs, cail", [
     # 1 core's artifact (producer probes pass), 2 its merge, 3 api's empty first run, 4 its merge (nothing), 5 api's
     # rerun workspace on the merged core (consumer probes pass), 6 its merge (integrated pass), 7 final.

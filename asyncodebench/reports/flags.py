@@ -30,8 +30,9 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
                           "tests skipped or xfailed here that were not at base (ids in result.json)"))
     if row.get("report_problem"):
         found.append(Flag(f"report {row['report_problem']}", True, ""))
+    reported = " (runner's record)" if row.get("integration_source") == "runner" else ""
     if row.get("scope_violations"):
-        found.append(Flag(f"{row['scope_violations']} agent scope violation(s)", True, ""))
+        found.append(Flag(f"{row['scope_violations']} agent scope violation(s){reported}", True, ""))
     if row.get("out_of_scope_paths"):
         found.append(Flag(f"{len(row['out_of_scope_paths'])} path(s) outside the writable paths", False,
                           ", ".join(row["out_of_scope_paths"])))
@@ -40,7 +41,7 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
     if row.get("restored_paths"):
         found.append(Flag(f"restored: {', '.join(row['restored_paths'])}", False, ""))
     if row.get("merge_conflicts"):
-        found.append(Flag(f"{row['merge_conflicts']} merge conflict(s)", False, ""))
+        found.append(Flag(f"{row['merge_conflicts']} merge conflict(s){reported}", False, ""))
     if row.get("image_provenance") not in (None, "official"):
         found.append(Flag(f"image {row['image_provenance']}", False, ""))
     final_build = (row.get("build") or {}).get("final")

@@ -72,7 +72,7 @@ def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[d
         "summary": summarize(results, usage_rows),
         "predictions": [{**_with_output_tail(prediction_row(r), metadata.get("run_folder")), **usage_rows[r["line"]]}
                         for r in results],
-        "notes": NOTES + _unmeasured_notes(evaluated),
+        "notes": NOTES + _unmeasured_notes(evaluated) + _runner_merges_notes(evaluated),
     }
     validator("report").validate(report)
     return report
@@ -139,6 +139,16 @@ def _unmeasured_notes(evaluated: list[dict[str, Any]]) -> list[str]:
             "their ADPR, DRS, DRE, CAIL and unresolved counts are n/a (null) and left out of every mean."]
 
 
+def _runner_merges_notes(evaluated: list[dict[str, Any]]) -> list[str]:
+    reported = sum((r.get("integration") or {}).get("source") == "runner" for r in evaluated)
+    if not reported:
+        return []
+    return [f"Merge conflict and scope violation figures marked (runner) come, for {reported} of {len(evaluated)} "
+            "evaluated predictions, from the agent runner's own record of its merges (runner.merges): those "
+            "predictions give their checkpoints, as the manager protocols' runs do, so the harness merges nothing "
+            "to count. Reported, not recomputed, never scored."]
+
+
 def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
     """One prediction's line in the report (the full record stays in its result.json)."""
     row = {k: result.get(k)
@@ -165,6 +175,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "agents_integrated": integration["agents"] if integration else 0,
         "merge_conflicts": integration["merge_conflicts"] if integration else 0,
         "scope_violations": integration["scope_violations"] if integration else 0,
+        "integration_source": integration.get("source", "harness") if integration else None,
         "sad_proxy_candidates": result["sad_proxy"]["candidate_count"],
         "dependency_trace": result["dependency_trace"],
         "build": result.get("build"),
@@ -215,14 +226,17 @@ def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any
     return rows
 
 
-def _integration_rates(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Merge conflicts and scope violations per integrated agent artifact, pooled over the group's predictions."""
+def _integration_rates(rows: list[dict[str, Any]]) -> dict[str, float | int | None]:
+    """Merge conflicts and scope violations per integrated agent artifact, pooled over the group's predictions, and
+    how many of those artifacts only the agent runner's own record describes (predictions giving checkpoints)."""
     integrated = [r for r in rows if r.get("agents_integrated")]
     artifacts = sum(r["agents_integrated"] for r in integrated)
     if not artifacts:
-        return {"merge_conflict_rate": None, "scope_violation_rate": None}
+        return {"merge_conflict_rate": None, "scope_violation_rate": None, "artifacts_reported_by_runner": 0}
     return {"merge_conflict_rate": sum(r["merge_conflicts"] for r in integrated) / artifacts,
-            "scope_violation_rate": sum(r["scope_violations"] for r in integrated) / artifacts}
+            "scope_violation_rate": sum(r["scope_violations"] for r in integrated) / artifacts,
+            "artifacts_reported_by_runner": sum(r["agents_integrated"] for r in integrated
+                                                if r.get("integration_source") == "runner")}
 
 
 def _per_task(by_task: dict[str, list[dict[str, Any]]], key: str) -> list[float]:
@@ -251,6 +265,12 @@ def _fmt(estimate: dict[str, Any] | float | None, percent: bool = True, missing:
     if estimate is None or (isinstance(estimate, float) and math.isnan(estimate)):
         return missing
     return f"{estimate * 100:.1f}" if percent else f"{estimate:.2f}"
+
+
+def _rate(row: dict[str, Any], key: str) -> str:
+    """A summary row's merge or scope rate, marked (runner) when some of its artifacts are the runner's record."""
+    text = _fmt(row[key], missing="n/a")
+    return f"{text} (runner)" if row.get("artifacts_reported_by_runner") and row[key] is not None else text
 
 
 def _flags(row: dict[str, Any]) -> str:
@@ -398,7 +418,8 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     lines += [
         "", "### Dependency timing", "",
         "T = checkpoints per run; DRS and CAIL penalized (T+1 when unresolved); DRE in percent; merge conflict and "
-        "scope violation rates per integrated agent artifact (n/a: no agent patches were integrated).", "",
+        "scope violation rates per integrated agent artifact (n/a: no agent patches were integrated; (runner): the "
+        "agent runner's own record, see the notes).", "",
         "| model | protocol | T | DRS pen. | DRE | CAIL pen. | unresolved | merge conflicts | scope violations |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -407,7 +428,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"| {row['model_name_or_path']} | {row['protocol']} | {_fmt(row['mean_checkpoint_count'], False)} | "
             f"{_fmt(row['mean_drs_penalized'], False, NA)} | {_fmt(row['mean_dre'], missing=NA)} | "
             f"{_fmt(row['mean_cail_penalized'], False, NA)} | {_fmt(row['mean_unresolved_dependencies'], False, NA)} | "
-            f"{_fmt(row['merge_conflict_rate'], missing='n/a')} | {_fmt(row['scope_violation_rate'], missing='n/a')} |"
+            f"{_rate(row, 'merge_conflict_rate')} | {_rate(row, 'scope_violation_rate')} |"
         )
     lines += usage_table(report["summary"])
     lines += ["", "## Predictions", "",

@@ -260,20 +260,26 @@ class MergeFacts:
                 "reason": self.reason, "out_of_scope": list(self.out_of_scope)}
 
 
+IntegrationSource = Literal["harness", "runner"]
+
+
 @dataclass(frozen=True)
 class IntegrationFacts:
-    """How the harness merged the agents' patches (integrated protocols only)."""
+    """How the agents' patches were merged: by the harness (integrated protocols given `agent_patches`), or as the
+    agent runner reported it (predictions giving their own checkpoints; shown, never scored)."""
 
     protocol: str
     agents: int
     merge_conflicts: int
     scope_violations: int
     merges: tuple[MergeFacts, ...]
+    source: IntegrationSource = "harness"
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `integration` object."""
         return {"protocol": self.protocol, "agents": self.agents, "merge_conflicts": self.merge_conflicts,
-                "scope_violations": self.scope_violations, "merges": [m.to_json() for m in self.merges]}
+                "scope_violations": self.scope_violations, "merges": [m.to_json() for m in self.merges],
+                "source": self.source}
 
     @classmethod
     def from_json(cls, value: JsonObject | None) -> IntegrationFacts | None:
@@ -282,7 +288,10 @@ class IntegrationFacts:
             return None
         merges = tuple(MergeFacts(m["agent_id"], m["merge_status"], m["strategy"], m["reason"],
                                   tuple(m["out_of_scope"])) for m in value["merges"])
-        return cls(value["protocol"], value["agents"], value["merge_conflicts"], value["scope_violations"], merges)
+        # older results have no source: the harness merged
+        source: IntegrationSource = "runner" if value.get("source") == "runner" else "harness"
+        return cls(value["protocol"], value["agents"], value["merge_conflicts"], value["scope_violations"], merges,
+                   source)
 
 
 @dataclass(frozen=True)

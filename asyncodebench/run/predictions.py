@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from asyncodebench.dataset.protocols import INTEGRATED_PROTOCOLS, PROTOCOLS
 from asyncodebench.dataset.validation import validator
+from asyncodebench.run.prediction_result import MergeFacts
 
 CheckpointType = Literal["agent_artifact", "integration_after_merge", "manager_integration", "final_integrated"]
 WorkspaceKind = Literal["agent_workspace", "integrated_workspace"]
@@ -49,6 +50,9 @@ class Prediction:
     agent_patches: dict[str, str]
     usage: dict[str, Any]
     trajectories: tuple[str, ...] = ()  # the agents' trajectory files, relative to the predictions file
+    # the agent runner's own record of its merges (`runner.merges`): reported, never scored; the report's merge and
+    # scope rates use it only when the harness integrated nothing (the prediction gave its checkpoints)
+    reported_merges: tuple[MergeFacts, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -166,6 +170,8 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         {k: v or "" for k, v in (obj.get("agent_patches") or {}).items()},
         obj.get("usage") or {},
         tuple(obj.get("trajectories") or ()),
+        tuple(MergeFacts(m["agent_id"], m["merge_status"], m.get("strategy"), m.get("reason"), tuple(m["out_of_scope"]))
+              for m in (obj.get("runner") or {}).get("merges") or ()),
     )
     problem = _work_problem(prediction, known_tasks[task_id])
     if problem:

@@ -148,7 +148,7 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
                                  normalized.synthetic_summary, {k: getattr(normalized, k) for k in SUMMARY_COUNTS}),
         score=_score(graded, zeroed, failure_kind, spec.expected_total),
         dependencies=_dependency_facts(records, metrics, probes_ran),
-        integration=_integration_facts(evidence.integration),
+        integration=integration_facts(evidence.integration, prediction),
         sad_proxy=_sad_proxy(spec, final_diff),
         checkpoints=tuple(records),
         build=_build_facts(spec, evidence),
@@ -217,13 +217,19 @@ def _listed(paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(paths[:PATHS_LISTED])
 
 
-def _integration_facts(integration: Integration | None) -> IntegrationFacts | None:
-    if integration is None:
+def integration_facts(integration: Integration | None, prediction: Prediction) -> IntegrationFacts | None:
+    """The harness's merges; when it merged nothing because the prediction gave its checkpoints, the runner's
+    own record of its merges (the manager protocols' runs), marked as reported."""
+    if integration is not None:
+        merges = tuple(MergeFacts(m.agent_id, m.merge_status, m.strategy, m.reason, tuple(m.out_of_scope))
+                       for m in integration.merges)
+    elif prediction.checkpoints and prediction.reported_merges:
+        merges = prediction.reported_merges
+    else:
         return None
-    merges = tuple(MergeFacts(m.agent_id, m.merge_status, m.strategy, m.reason, tuple(m.out_of_scope))
-                   for m in integration.merges)
-    return IntegrationFacts(integration.protocol, len(integration.merges), integration.conflicts,
-                            integration.scope_violations, merges)
+    return IntegrationFacts(prediction.protocol, len(merges), sum(m.merge_status == "conflict" for m in merges),
+                            sum(bool(m.out_of_scope) for m in merges), merges,
+                            "harness" if integration is not None else "runner")
 
 
 def _sad_proxy(spec: TaskSpec, final_diff: str) -> SadProxy:
