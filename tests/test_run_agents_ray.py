@@ -3,10 +3,11 @@ no scenario and `node-a` on this machine's Docker daemon, with the `docker` reso
 127.0.0.1, which the local node reaches.
 
 The same scripted agents run three demo scenarios (single, serial_specialists, async_private) twice: once with the
-local executor, once into a run folder started with the Ray executor (single and async_private, two at a time) and
-resumed with the local one (serial_specialists added). Both runs' predictions agree, evaluate.py scores them the
-same, the Ray run's start removes a container an earlier start of it left, and no container of either run is left on
-the daemon. Ctrl-C during a Ray run leaves no container and no stop marker; a node with other kit code refuses.
+local executor, once into a run folder started with the Ray executor (single, async_private and the two manager
+protocols, two at a time) and resumed with the local one (serial_specialists added). Both runs' predictions agree,
+evaluate.py scores them the same, the manager protocols reach gold on Ray, the Ray run's start removes a container an
+earlier start of it left, and no container of either run is left on the daemon. Ctrl-C during a Ray run leaves no
+container and no stop marker; a node with other kit code refuses.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 import pytest
-from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, run_agents, write_scripts
+from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, manager_reply, run_agents, write_scripts
 from helpers.checkout import ROOT, SCRIPTS, script_env
 from helpers.containers import RUN_LABEL, run_containers
 from helpers.dataset_folders import DemoDataset
@@ -42,9 +43,12 @@ GOLD = {
     f"{DEMO_TASK}/single/single_agent": ["git status --short", apply(demo_patch("gold")), SUBMIT],
     "core_agent": [apply(demo_patch("producer_only")), SUBMIT],
     "api_agent": [apply(demo_patch("consumer_only")), SUBMIT],
+    "manager": [manager_reply()] * 8,  # a manager that lets the specialists work: T = 2n + 1, as async_private
 }
-ALL = "*/single,*/serial_specialists,*/async_private"
-ON_RAY = "*/single,*/async_private"
+LOCAL = "*/single,*/serial_specialists,*/async_private"
+MANAGERS = ("async_manager", "caid_manager")
+ON_RAY = "*/single,*/async_private,*/caid_manager,*/async_manager"
+ALL = f"{LOCAL},*/caid_manager,*/async_manager"
 LIMITS = ("--memory", "1g", "--pids", "256")  # async_private asks for 3 containers: 3 CPUs, 3 GB on a node
 
 
@@ -70,7 +74,7 @@ def runs(demo_dataset: DemoDataset, cluster_address: str, evaluate: Callable[...
     out = tmp_path_factory.mktemp("agents-ray")
     scripts = write_scripts(out / "gold.json", GOLD)
     local_id, ray_id = f"local-{secrets.token_hex(3)}", f"ray-{secrets.token_hex(3)}"
-    local = run_agents(scripts, demo_dataset.path, out, local_id, "--scenarios", ALL, "--name", "scripted-local",
+    local = run_agents(scripts, demo_dataset.path, out, local_id, "--scenarios", LOCAL, "--name", "scripted-local",
                        *LIMITS)
     assert local.returncode == 0, local.stderr[-3000:]
     leftover = leave_container(demo_dataset.pinned_ref, container_key(out / ray_id, ray_id))  # a dead start's
@@ -126,9 +130,9 @@ def untimed(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_ray_executor_gives_the_local_predictions(runs: dict[str, Any]) -> None:
-    assert sorted(runs["ray_only"]) == ["async_private", "single"]
-    for protocol, prediction in runs["ray_only"].items():
-        assert shape(prediction) == shape(runs["local"][protocol])
+    assert sorted(runs["ray_only"]) == ["async_manager", "async_private", "caid_manager", "single"]
+    for protocol in ("single", "async_private"):
+        assert shape(runs["ray_only"][protocol]) == shape(runs["local"][protocol])
     assert runs["ray_only"]["single"]["model_patch"] == demo_patch("gold")
     assert sorted(runs["ray_only"]["async_private"]["agent_patches"]) == ["api_agent", "core_agent"]
 
@@ -142,28 +146,42 @@ def test_the_driver_writes_the_scenario_files_into_the_run_folder(runs: dict[str
             lines = (run_dir / trajectory).read_text().splitlines()
             assert lines and all(json.loads(line) for line in lines)
         for agent in prediction["runner"]["agents"]:
-            assert (folder / "patches" / f"{agent['agent_id']}.diff").is_file()
+            if agent["agent_id"] != "manager":  # the managers write no code
+                assert (folder / "patches" / f"{agent['agent_id']}.diff").is_file()
 
 
 def test_a_run_started_on_ray_resumes_with_the_local_executor(runs: dict[str, Any]) -> None:
-    assert "3 of 3 scenarios finished (2 from an earlier start)" in runs["resumed_stderr"]
-    assert sorted(runs["resumed"]) == ["async_private", "serial_specialists", "single"]
-    for protocol in ("single", "async_private"):  # kept as the Ray tasks gave them
+    assert "5 of 5 scenarios finished (4 from an earlier start)" in runs["resumed_stderr"]
+    assert sorted(runs["resumed"]) == ["async_manager", "async_private", "caid_manager", "serial_specialists", "single"]
+    for protocol in runs["ray_only"]:  # kept as the Ray tasks gave them
         assert runs["resumed"][protocol] == runs["ray_only"][protocol]
     assert shape(runs["resumed"]["serial_specialists"]) == shape(runs["local"]["serial_specialists"])
 
 
 def test_evaluate_scores_both_executors_runs_the_same(runs: dict[str, Any]) -> None:
     report = runs["eval"].report
-    assert report["counts"]["evaluated"] == 6 and report["counts"]["infrastructure_errors"] == 0
+    assert report["counts"]["evaluated"] == 8 and report["counts"]["infrastructure_errors"] == 0
     by_run: dict[str, dict[str, Any]] = {}
     for row in report["predictions"]:
         kept = {k: v for k, v in row.items()
                 if k not in ("line", "model_name_or_path", "output_tail", "usage", "trajectories", "runtime_seconds")}
         by_run.setdefault(row["model_name_or_path"], {})[row["protocol"]] = kept
-    assert by_run["scripted-ray"] == by_run["scripted-local"]
+    assert {p: r for p, r in by_run["scripted-ray"].items() if p not in MANAGERS} == by_run["scripted-local"]
     assert {p: r["final_success"] for p, r in by_run["scripted-ray"].items()} == {
-        "single": True, "serial_specialists": True, "async_private": True}
+        "single": True, "serial_specialists": True, "async_private": True, "caid_manager": True, "async_manager": True}
+
+
+def test_the_manager_protocols_run_on_ray_as_the_rows_define_them(runs: dict[str, Any]) -> None:
+    report = runs["eval"].report
+    for protocol in MANAGERS:
+        prediction = runs["ray_only"][protocol]
+        order = [e["event"] for e in prediction["runner"]["events"]]
+        assert "manager_started" in order and order.count("integration_after_merge") == 2
+        assert [a["agent_id"] for a in prediction["runner"]["agents"]].count("manager") == 1
+        (row,) = [r for r in report["predictions"]
+                  if (r["model_name_or_path"], r["protocol"]) == ("scripted-ray", protocol)]
+        # the manager never acted: each specialist's artifact and merge, then the final state
+        assert (row["checkpoint_count"], row["integration_source"], row["agents_integrated"]) == (5, "runner", 2)
 
 
 def test_the_run_removes_its_leftovers_and_leaves_nothing_on_the_daemon(runs: dict[str, Any]) -> None:
