@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from asyncodebench.agents import cli_agent
-from asyncodebench.agents.adapter import ModelEndpoint
+from asyncodebench.agents.adapter import INBOX_HEADER, Inbox, ModelEndpoint
 from asyncodebench.agents.cli_agent import Ended
 from asyncodebench.agents.relay import ModelRelay
 from asyncodebench.agents.scripted_server import ScriptedServer, parse_scripts
@@ -133,6 +133,29 @@ def test_only_new_messages_are_recorded_and_observations_name_their_command(tmp_
     assert [line["type"] for line in lines] == ["message", "message", "response", "observation", "response"]
     assert lines[2]["commands"] == ["ls -la"] and lines[2]["prompt_tokens"] > 0
     assert (lines[3]["command"], lines[3]["output"]) == ("ls -la", "total 0")
+
+
+def test_manager_messages_reach_the_model_at_their_place_in_every_later_request(
+        recorder: ThreadingHTTPServer, tmp_path: Path) -> None:
+    delivered: list[str] = []
+    inbox = Inbox(on_delivered=delivered.append)
+    relay = ModelRelay(ModelEndpoint("m", f"http://127.0.0.1:{recorder.server_address[1]}/v1", None), 2,
+                       TrajectoryWriter(tmp_path / "t.jsonl"), inbox=inbox)
+    reply = {"role": "assistant", "content": "hi"}
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "done"}
+    assert inbox.post("core_agent finished: minicache/core.py is in")
+    relay.handle("POST", "/v1/chat/completions", request(USER))
+    relay.handle("POST", "/v1/chat/completions", request(USER, reply, tool))
+    assert inbox.post("too late: the budget is spent")
+    status, _ = relay.handle("POST", "/v1/chat/completions", request(USER, reply, tool, reply, tool))
+    relay.writer.close()
+    shown = {"role": "user", "content": f"{INBOX_HEADER}\ncore_agent finished: minicache/core.py is in"}
+    assert [body["messages"] for _, body in Recorder.seen] == [[USER, shown], [USER, shown, reply, tool]]
+    assert status == 429 and delivered == ["core_agent finished: minicache/core.py is in"]
+    assert inbox.close() == ["too late: the budget is spent"]  # never shown: recorded as undelivered
+    lines = read_trajectory(tmp_path / "t.jsonl")
+    assert [line["type"] for line in lines] == ["message", "inbox", "response", "observation", "response", "error"]
+    assert lines[1]["content"] == "core_agent finished: minicache/core.py is in"
 
 
 class Pipe:

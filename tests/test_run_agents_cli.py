@@ -5,7 +5,8 @@ evaluate.py scores its predictions.
 One module fixture makes two runs with a fake key in run_agents.py's environment (the relay sends it upstream,
 tests/test_agent_relay.py shows that) and a host HTTP server on 127.0.0.1 that counts what reaches it:
 - `cli-gold`: single (which first tries the network, the host's server and a search for the key) and async_private
-  reach the gold solution;
+  reach the gold solution, and so does async_manager, whose consumer acts only once the manager's hand-off of the
+  producer's work reached it through the relay;
 - `cli-budget` (`--budget 3`): a single agent that never submits.
 """
 
@@ -22,7 +23,7 @@ from typing import Any, Callable
 
 import pytest
 from helpers.agent_runs import line
-from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, write_scripts
+from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, manager_reply, waiting, write_scripts
 from helpers.checkout import ROOT, SCRIPTS, script_env
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
@@ -78,8 +79,14 @@ def cli_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
         "cli-gold": ({f"{DEMO_TASK}/single/single_agent": [*probes(host.server_address[1]),
                                                             apply(demo_patch("gold")), SUBMIT],
                       "core_agent": [apply(demo_patch("producer_only")), SUBMIT],
-                      "api_agent": [apply(demo_patch("consumer_only")), SUBMIT]},
-                     ("--scenarios", "*/single,*/async_private")),
+                      "api_agent": [apply(demo_patch("consumer_only")), SUBMIT],
+                      # the online manager hands the producer's diff to the consumer, which waits for it
+                      f"{DEMO_TASK}/async_manager/manager": [
+                          manager_reply(), manager_reply({"type": "handoff", "from": "core_agent", "to": "api_agent"}),
+                          manager_reply()],
+                      f"{DEMO_TASK}/async_manager/api_agent": [
+                          waiting("core_agent finished", apply(demo_patch("consumer_only"))), SUBMIT]},
+                     ("--scenarios", "*/single,*/async_private,*/async_manager")),
         "cli-budget": ({"single_agent": ["ls"] * 6}, ("--scenarios", "*/single", "--budget", "3")),
     }
     lines = []
@@ -111,21 +118,22 @@ def trajectory(runs: dict[str, Any], name: str, protocol: str, agent_id: str) ->
 def test_the_predictions_are_valid_and_name_the_agent(cli_runs: dict[str, Any]) -> None:
     check = validator("prediction")
     made = [p for run in cli_runs["runs"].values() for p in run["lines"]]
-    assert len(made) == 3
+    assert len(made) == 4
     for prediction in made:
         assert list(check.iter_errors(prediction)) == []
         assert prediction["runner"]["agent"]["name"] == "shell-cli"
     assert all(run["containers_left"] == [] for run in cli_runs["runs"].values())
 
 
-@pytest.mark.parametrize("protocol, checkpoints", [("single", 1), ("async_private", 5)])
+@pytest.mark.parametrize("protocol, checkpoints", [("single", 1), ("async_private", 5), ("async_manager", 5)])
 def test_the_cli_agent_reaches_the_gold_solution(cli_runs: dict[str, Any], protocol: str, checkpoints: int) -> None:
     assert line(cli_runs, "cli-gold", protocol)["model_patch"] == demo_patch("gold")
     (row,) = [p for p in cli_runs["eval"].report["predictions"]
               if p["model_name_or_path"] == "cli-gold" and p["protocol"] == protocol]
     assert (row["final_success"], row["pass_rate"], row["checkpoint_count"]) == (True, 1.0, checkpoints)
     for agent in line(cli_runs, "cli-gold", protocol)["runner"]["agents"]:
-        assert (agent["termination_reason"], agent["exit_status"]) == ("agent_finish", "exit 0")
+        if agent["agent_id"] != "manager":  # the manager runs on the host, not as the CLI agent
+            assert (agent["termination_reason"], agent["exit_status"]) == ("agent_finish", "exit 0")
 
 
 def test_the_relay_records_each_exchange(cli_runs: dict[str, Any]) -> None:
@@ -137,6 +145,20 @@ def test_the_relay_records_each_exchange(cli_runs: dict[str, Any]) -> None:
         "output"]
     assert prediction["usage"]["model_calls"] == 4
     assert sum(s.get("prompt_tokens", 0) for s in steps) == steps[-1]["usage"]["prompt_tokens"] > 0
+
+
+def test_a_manager_message_reaches_the_running_cli_agent_through_the_relay(cli_runs: dict[str, Any]) -> None:
+    prediction = line(cli_runs, "cli-gold", "async_manager")
+    events = [(e["event"], e.get("agent_id")) for e in prediction["runner"]["events"]]
+    assert ("message_delivered", "api_agent") in events and ("message_undelivered", "api_agent") not in events
+    steps = trajectory(cli_runs, "cli-gold", "async_manager", "api_agent")
+    (inbox,) = [i for i, s in enumerate(steps) if s["type"] == "inbox"]
+    assert "minicache/core.py" in steps[inbox]["content"]
+    # it waited (sleep 1) until then, and applied its part only after the message reached the model
+    applied = [i for i, s in enumerate(steps) if s["type"] == "response" and any(
+        "change.patch" in c for c in s["commands"])]
+    assert applied and applied[0] > inbox
+    assert all(s["commands"] == ["sleep 1"] for s in steps[:inbox] if s["type"] == "response")
 
 
 def test_the_container_has_no_network(cli_runs: dict[str, Any]) -> None:

@@ -67,6 +67,9 @@ class AgentSpec:
     inbox: Inbox | None = None  # messages for the agent while it runs (manager protocols); None: none will come
 
 
+INBOX_HEADER = "<message from your team's manager>"  # how every adapter shows the agent a manager's message
+
+
 class Inbox:
     """Messages for one running agent: posted from another thread, taken by its adapter between steps.
 

@@ -76,7 +76,7 @@ class CliAgent:
             raise TypeError(f"{self.name} runs inside a task container: give it a container.AgentWorkspace, not "
                             f"{type(workspace).__name__}")
         writer = TrajectoryWriter(agent.trajectory)
-        relay = ModelRelay(agent.model, budget, writer)
+        relay = ModelRelay(agent.model, budget, writer, inbox=agent.inbox)
         started, clock = now(), time.monotonic()
         limit = int(budget * (workspace.command_timeout + MODEL_CALL_SLACK_SECONDS) + START_SLACK_SECONDS)
         try:

@@ -29,6 +29,7 @@ from asyncodebench.agents.adapter import (  # noqa: E402
     AGENT_FINISH,
     CONTEXT_WINDOW_ERROR,
     EXECUTION_ERROR,
+    INBOX_HEADER,
     ITERATION_LIMIT,
     PROVIDER_ERROR,
     STUCK_DETECTED,
@@ -70,7 +71,6 @@ FORMAT_ERROR_TEMPLATE = (
     "Your reply could not be used: {{ error }}\nCall the `bash` tool with exactly one command, or call it with "
     f"`echo {SUBMIT}` alone when you are done."
 )
-INBOX_HEADER = "<message from your team's manager>"
 EXIT_REASONS = {"Submitted": AGENT_FINISH, "LimitsExceeded": ITERATION_LIMIT, "TimeExceeded": WALL_CLOCK_TIMEOUT,
                 "RepeatedFormatError": STUCK_DETECTED}
 

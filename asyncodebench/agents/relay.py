@@ -11,8 +11,14 @@ agent. Requests are handled one at a time, so concurrent requests cannot overrun
 Trajectory lines (`trajectory.py`'s shapes): the messages of each request that are new since the previous one
 (`message` for system and user text, `observation` for a `tool` message, with the command of the call it answers
 and the output as the agent gave it to the model; exit code and seconds are not known to the relay and are null),
-each model response (`response`, with `model_seconds`: the call's time as the relay saw it), and each refused or
-failed request (`error`, with `status`, `code` and `message`; the first `MAX_ERROR_LINES` of them).
+each model response (`response`, with `model_seconds`: the call's time as the relay saw it), each refused or
+failed request (`error`, with `status`, `code` and `message`; the first `MAX_ERROR_LINES` of them), and each
+manager's message it showed the model (`inbox`).
+
+Manager messages (the manager protocols' `inbox`) reach the model through the relay, since the agent in the
+container has no other channel: a message posted while the agent runs is added as a user message at the end of its
+next forwarded request, and kept at that place in every later request (the agent resends its history without it),
+so the model sees one consistent conversation.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from asyncodebench.agents.adapter import ModelEndpoint, Usage
+from asyncodebench.agents.adapter import INBOX_HEADER, Inbox, ModelEndpoint, Usage
 from asyncodebench.agents.trajectory import OUTPUT_CHARS, TrajectoryWriter
 
 MAX_REQUEST_BYTES = 16 << 20
@@ -44,8 +50,8 @@ class ModelRelay:
     """Serves one agent run: `handle(method, path, body)` answers one request as (HTTP status, JSON object)."""
 
     def __init__(self, endpoint: ModelEndpoint, budget: int, writer: TrajectoryWriter,
-                 upstream_timeout: float = UPSTREAM_TIMEOUT_SECONDS) -> None:
-        self.endpoint, self.budget, self.writer = endpoint, budget, writer
+                 upstream_timeout: float = UPSTREAM_TIMEOUT_SECONDS, inbox: Inbox | None = None) -> None:
+        self.endpoint, self.budget, self.writer, self.inbox = endpoint, budget, writer, inbox
         self.upstream_timeout = upstream_timeout
         self.usage = Usage()
         self.budget_refusals = 0  # requests refused because the budget was spent
@@ -56,6 +62,8 @@ class ModelRelay:
         self._seen = 0  # messages of the conversation recorded so far (the agent resends its whole history)
         self._calls: dict[str, str] = {}  # tool call id -> command, to name each observation's command
         self._last: tuple[Any, ...] | None = None  # the last response given, to skip the agent's echo of it
+        # the manager messages shown so far: (their place in the agent's message list, the message)
+        self._shown: list[tuple[int, dict[str, str]]] = []
 
     @property
     def budget_spent(self) -> bool:
@@ -89,7 +97,7 @@ class ModelRelay:
             return self._error(503, TOO_MANY_ERRORS, f"{MAX_UPSTREAM_ERRORS} model calls failed; no more are made")
         self._record_messages(request["messages"])
         forwarded = {k: v for k, v in request.items() if k in PARAMETERS}
-        forwarded["messages"] = request["messages"]
+        forwarded["messages"] = self._with_inbox(request["messages"])
         started = time.monotonic()
         status, answer = self._forward(forwarded)
         seconds = round(time.monotonic() - started, 4)
@@ -101,6 +109,25 @@ class ModelRelay:
                                f"the model endpoint answered {status}: {message}")
         self._record_response(answer, seconds)
         return 200, answer
+
+    def _with_inbox(self, messages: list[Any]) -> list[Any]:
+        """The agent's messages with every manager message shown so far at its place; messages posted since the last
+        request are taken now and go at the end (where the agent is about to get its next response)."""
+        for text in self.inbox.take() if self.inbox is not None else []:
+            self._shown.append((len(messages), {"role": "user", "content": f"{INBOX_HEADER}\n{text}"}))
+            self.writer.write("inbox", content=text[-OUTPUT_CHARS:])
+        merged: list[Any] = []
+        shown = iter(self._shown)
+        pending = next(shown, None)
+        for index, message in enumerate(messages):
+            while pending is not None and pending[0] <= index:
+                merged.append(pending[1])
+                pending = next(shown, None)
+            merged.append(message)
+        while pending is not None:  # at the end, or past it when the agent shortened its history
+            merged.append(pending[1])
+            pending = next(shown, None)
+        return merged
 
     def _forward(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """The endpoint's answer to `request`: an OpenAI-compatible server at `base_url`, or a litellm model id."""
