@@ -294,20 +294,24 @@ def task(dataset: str, revision: str | None, task_id: str, images: Path | None) 
     return rows[task_id], spec
 
 
-def client_for_image(spec: TaskSpec) -> DockerClient:
-    """A Docker client, once the task's pinned image is there with its digest.
+def client_for_image(spec: TaskSpec, allow_pull: bool = False) -> DockerClient:
+    """A Docker client, once the task's pinned image is there with its digest (pulled by digest when it is not and
+    `allow_pull`).
 
     Raises:
         Exit: EXIT_INFRASTRUCTURE when the daemon is unreachable, or the image missing or with another digest.
     """
     from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client
-    from asyncodebench.images.digests import MATCH, local_status
+    from asyncodebench.images.digests import MATCH, local_status, pull
 
     try:
         client = docker_client()
         image = local_status(client, spec.task_id, spec.image, spec.pinned_ref)
+        if image.state != MATCH and allow_pull:
+            image = pull(client, spec.task_id, spec.image, spec.pinned_ref)
     except SandboxUnavailableError as exc:
         raise Exit(EXIT_INFRASTRUCTURE, str(exc)) from exc
     if image.state != MATCH:
-        raise Exit(EXIT_INFRASTRUCTURE, f"image {spec.pinned_ref} is {image.state}: {image.detail}")
+        hint = "" if allow_pull else f"; pull it by digest (docker pull {spec.pinned_ref}) or rerun with --pull"
+        raise Exit(EXIT_INFRASTRUCTURE, f"image {spec.pinned_ref} is {image.state}: {image.detail}{hint}")
     return client

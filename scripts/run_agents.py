@@ -76,6 +76,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="with --executor ray: the cluster's address, e.g. 10.0.0.5:6379 (default: auto)")
     parser.add_argument("--run-id", type=cli.run_id, default=None, help="the run folder's name (default: random)")
     parser.add_argument("--output-dir", type=Path, default=Path("runs"), help="where run folders go")
+    parser.add_argument("--pull", action="store_true",
+                        help="pull missing task images by digest (here, or on each Ray node that runs a scenario)")
     parser.add_argument("--overlays-dir", type=Path, default=None, help="checkout holding the overlay patches")
     parser.add_argument("--overlays-url", default=None, help="base URL to fetch the overlay patches from")
     args = parser.parse_args(argv)
@@ -158,7 +160,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
             key = container_key(run_dir, run_id)
             if args.executor == "local":  # with ray, the nodes check their images and clean their daemons
                 for spec in specs.values():
-                    client = cli.client_for_image(spec)
+                    client = cli.client_for_image(spec, allow_pull=args.pull)
                 # Holding the lock, nothing else uses this run's containers: any left are an earlier start's.
                 remove_run_containers(client, key)
             server = ScriptedServer(scripts) if scripted else contextlib.nullcontext()
@@ -168,7 +170,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
                         endpoint = ModelEndpoint("scripted", running.base_url, None)
                     config = RunnerConfig(run_dir, key, args.name or args.model, adapter, endpoint, scripted,
                                           args.budget, args.command_timeout, settings, args.max_workers,
-                                          args.executor, args.ray_address)
+                                          args.executor, args.ray_address, args.pull)
                     summary = run_all(client, config, scenarios, lambda spec: cli.task_overlays(args, spec))
             finally:
                 if client is not None:

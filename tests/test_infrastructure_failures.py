@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from helpers.agent_scripts import SUBMIT, apply, demo_patch, run_agents, write_scripts
 from helpers.checkout import DEMO_TASK_ID, ROOT, script_env
 from helpers.daemon import Daemon
 from helpers.dataset_folders import DemoDataset, write_variant_dataset
@@ -120,6 +121,15 @@ def check_images(daemon: Daemon, dataset: Path, *flags: str) -> subprocess.Compl
                           env=script_env({"DOCKER_HOST": daemon.host}))
 
 
+def agents_on(daemon: Daemon, dataset: Path, out: Path) -> tuple[Any, Any]:
+    """run_agents.py on the daemon whose image lacks its digest: without --pull (refused), then with it."""
+    scripts = write_scripts(out / "gold.json", {"single_agent": [apply(demo_patch("gold")), SUBMIT]})
+    flags = ("--scenarios", "*/single", "--name", "pulled")
+    env = {"DOCKER_HOST": daemon.host}
+    return (run_agents(scripts, dataset, out, "unpulled", *flags, env=env),
+            run_agents(scripts, dataset, out, "pulled", *flags, "--pull", env=env))
+
+
 @pytest.fixture(scope="module")
 def daemon_death(own_daemon: Daemon, demo_dataset: DemoDataset, tmp_path_factory: pytest.TempPathFactory
                  ) -> dict[str, Any]:
@@ -127,6 +137,8 @@ def daemon_death(own_daemon: Daemon, demo_dataset: DemoDataset, tmp_path_factory
     facts: dict[str, Any] = {}
     # `docker load` restores the image but not its registry digest: the pinned reference is not there yet.
     facts["after_load"] = check_images(own_daemon, demo_dataset.path)
+    facts["agents_unpulled"], facts["agents_pulled"] = agents_on(own_daemon, demo_dataset.path,
+                                                                 tmp_path_factory.mktemp("agents-pull"))
     facts["after_pull"] = check_images(own_daemon, demo_dataset.path, "--pull")
     examples = example_predictions()
     output_dir = tmp_path_factory.mktemp("daemon-death")
@@ -154,6 +166,14 @@ def daemon_death(own_daemon: Daemon, demo_dataset: DemoDataset, tmp_path_factory
 def test_a_loaded_image_needs_its_digest_pulled_before_it_matches(daemon_death: dict[str, Any]) -> None:
     assert daemon_death["after_load"].returncode == 1 and "| missing |" in daemon_death["after_load"].stdout
     assert daemon_death["after_pull"].returncode == 0 and "| match |" in daemon_death["after_pull"].stdout
+
+
+def test_run_agents_pulls_the_pinned_image_only_when_asked(daemon_death: dict[str, Any]) -> None:
+    refused, pulled = daemon_death["agents_unpulled"], daemon_death["agents_pulled"]
+    assert refused.returncode == 3 and "is missing" in refused.stderr and "rerun with --pull" in refused.stderr
+    assert pulled.returncode == 0, pulled.stderr[-3000:]
+    (made,) = [json.loads(line) for line in Path(pulled.stdout.strip()).read_text().splitlines()]
+    assert made["model_patch"] == demo_patch("gold")
 
 
 def test_daemon_death_gives_infrastructure_errors_never_model_failures(daemon_death: dict[str, Any]) -> None:

@@ -79,7 +79,8 @@ def runs(demo_dataset: DemoDataset, cluster_address: str, evaluate: Callable[...
     assert local.returncode == 0, local.stderr[-3000:]
     leftover = leave_container(demo_dataset.pinned_ref, container_key(out / ray_id, ray_id))  # a dead start's
     on_ray = run_agents(scripts, demo_dataset.path, out, ray_id, "--scenarios", ON_RAY, "--name", "scripted-ray",
-                        "--max-workers", "2", "--executor", "ray", "--ray-address", cluster_address, *LIMITS)
+                        "--max-workers", "2", "--executor", "ray", "--ray-address", cluster_address, *LIMITS,
+                        "--pull")  # node-a has the image: the nodes' check passes without pulling
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     ray_lines = read_lines(out / ray_id)
     resumed = run_agents(scripts, demo_dataset.path, out, ray_id, "--scenarios", ALL, "--name", "scripted-ray",

@@ -82,7 +82,7 @@ def scenario_task(config: RunnerConfig, scenario: Scenario, overlays: dict[str, 
         ray_node.remove_orphans(client, config.container_key, node_id)
     except Exception:  # best effort: the run's end removes them
         pass
-    image = check_image(client, scenario.spec, allow_pull=False)
+    image = check_image(client, scenario.spec, allow_pull=config.allow_pull)
     if image.state != MATCH:
         return ScenarioResult(node_id, problem=f"image {scenario.spec.pinned_ref} is {image.state} on this node: "
                                                f"{image.detail}")

@@ -37,6 +37,7 @@ class RunnerConfig:
     max_workers: int = 1
     executor: str = "local"  # or "ray": each scenario a Ray task (agents.ray_scenarios)
     ray_address: str | None = None
+    allow_pull: bool = False  # with ray: a node without the task's image pulls it by digest
 
 
 def endpoint_for(config: RunnerConfig, scenario: Scenario) -> Callable[[str], ModelEndpoint]:

@@ -55,12 +55,12 @@ def write_scripts(path: Path, scripts: dict[str, list[Any]]) -> Path:
 
 
 def run_agents(scripts: Path, dataset: Path, output_dir: Path, run_id: str, *flags: str,
-               timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """scripts/run_agents.py with the scripted model, as a user runs it."""
+               timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """scripts/run_agents.py with the scripted model, as a user runs it (`env`: variables to add or change)."""
     return subprocess.run([sys.executable, str(SCRIPTS / "run_agents.py"), "--model", "scripted", "--scripts",
                            str(scripts), "--dataset", str(dataset), "--output-dir", str(output_dir),
                            "--run-id", run_id, *flags], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=script_env())
+                          timeout=timeout, env=script_env(env))
 
 
 def manager_reply(*actions: dict[str, str]) -> dict[str, str]:
