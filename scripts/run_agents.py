@@ -166,7 +166,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
             server = ScriptedServer(scripts) if scripted else contextlib.nullcontext()
             try:
                 with server as running:
-                    if scripted:
+                    if running is not None:  # the scripted server
                         endpoint = ModelEndpoint("scripted", running.base_url, None)
                     config = RunnerConfig(run_dir, key, args.name or args.model, adapter, endpoint, scripted,
                                           args.budget, args.command_timeout, settings, args.max_workers,
