@@ -19,7 +19,7 @@ from asyncodebench.reports.report import build_report, markdown, prediction_row
 from asyncodebench.reports.synthetic import synthetic_inputs
 from asyncodebench.run.prediction_result import IntegrationFacts, MergeFacts
 from asyncodebench.run.predictions import Prediction, read_predictions
-from asyncodebench.run.results import integration_facts
+from asyncodebench.run.results import PATHS_LISTED, integration_facts
 
 TASKS = {DEMO_TASK_ID: {"core_agent", "api_agent"}}
 FINAL = {"checkpoint_type": "final_integrated", "workspace_kind": "integrated_workspace", "patch": "diff"}
@@ -74,6 +74,16 @@ def test_the_result_counts_the_runners_merges_only_when_the_harness_merged_nothi
     own = integration_facts(harness, given)
     assert own is not None and (own.agents, own.merge_conflicts, own.source) == (1, 0, "harness")
     assert integration_facts(None, _prediction(tmp_path, without_checkpoints=True)) is None
+
+
+def test_the_runners_path_lists_are_bounded_like_the_harnesss(tmp_path: Path) -> None:
+    many = [{**MERGES[2], "out_of_scope": [f"tests/t{i}.py" for i in range(PATHS_LISTED + 100)]}]
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(jsonl([_line("m", many)]))
+    (given,) = read_predictions(path, TASKS, None).predictions
+    facts = integration_facts(None, given)
+    assert facts is not None and facts.scope_violations == 1
+    assert facts.merges[0].out_of_scope == tuple(f"tests/t{i}.py" for i in range(PATHS_LISTED))
 
 
 def test_an_older_result_without_a_source_reads_as_the_harnesss() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from asyncodebench.harness.checks import audit_flags, examine_evidence
@@ -223,8 +223,8 @@ def integration_facts(integration: Integration | None, prediction: Prediction) -
     if integration is not None:
         merges = tuple(MergeFacts(m.agent_id, m.merge_status, m.strategy, m.reason, tuple(m.out_of_scope))
                        for m in integration.merges)
-    elif prediction.checkpoints and prediction.reported_merges:
-        merges = prediction.reported_merges
+    elif prediction.checkpoints and prediction.reported_merges:  # the line's own words: listed as bounded as ours
+        merges = tuple(replace(m, out_of_scope=_listed(m.out_of_scope)) for m in prediction.reported_merges)
     else:
         return None
     return IntegrationFacts(prediction.protocol, len(merges), sum(m.merge_status == "conflict" for m in merges),
