@@ -198,8 +198,7 @@ class ScenarioCluster:
         removed = 0
         for ref in ready:
             try:
-                swept = ray.get(ref)  # a count, or a record with one (the node side is changing under issue 20)
-                removed += swept if isinstance(swept, int) else swept.removed
+                removed += ray.get(ref).removed  # ray_node.Sweep
             except Exception:  # that node died meanwhile; a later start of the run cleans its daemon
                 pass
         return removed
