@@ -41,6 +41,23 @@ def pytest_configure(config: pytest.Config) -> None:
     # Also declared in pyproject.toml; registered here so the suite runs from any rootdir without warnings.
     config.addinivalue_line("markers", "docker: needs the Docker Engine and the local registry (started here)")
     config.addinivalue_line("markers", "fresh_debian: runs the Python setup in a stock Debian 12 container")
+    config.addinivalue_line("markers", "mirror: needs the olah Hub mirror on 127.0.0.1 (started by the test)")
+    config.addinivalue_line("markers", "ray: starts Ray nodes of its own on this machine")
+
+
+# The tiers follow from what a test uses, not from a marker someone must remember: any test whose fixtures reach
+# `services` (dockerd and the registry) is a `docker` test, so `-m "not docker"` never needs Docker; the modules'
+# `hub` fixtures start the olah mirror.
+FIXTURE_MARKERS = {"services": "docker", "hub": "mirror"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in used:
+                item.add_marker(marker)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ from helpers.checkout import ROOT, SCRIPTS, script_env
 
 from asyncodebench.run.local_ray import own_session
 
+pytestmark = pytest.mark.ray
+
 LOOPBACK = ("--node-ip-address", "127.0.0.2", "--num-cpus", "1")
 
 

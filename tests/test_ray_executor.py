@@ -37,7 +37,7 @@ from asyncodebench.run.local_ray import LocalCluster
 from asyncodebench.run.ray_node import owner_of, remove_orphans, stop_marker
 from asyncodebench.run.runfolder import container_key, result_files
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 MODELS = ["demo-empty", "demo-gold", "demo-partial"]  # quick ones (a collection error runs every probe alone)
 Rows = dict[str, dict[str, Any]]  # model -> its report row without the line number

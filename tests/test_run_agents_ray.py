@@ -37,7 +37,7 @@ from asyncodebench.run.local_ray import LocalCluster
 from asyncodebench.run.ray_node import stop_marker
 from asyncodebench.run.runfolder import container_key
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 GOLD = {
     f"{DEMO_TASK}/single/single_agent": ["git status --short", apply(demo_patch("gold")), SUBMIT],
