@@ -27,22 +27,25 @@ def test_ctrl_c_removes_the_containers_and_the_rerun_resumes(demo_dataset: DemoD
     preds = tmp_path / "preds.jsonl"
     preds.write_bytes(jsonl([examples["demo-gold"], examples["hostile-infinite-loop"]]))
     out = tmp_path / "runs"
-    # The resume must use the same settings (a run folder keeps the ones its results were made with): 20 s keeps
-    # the infinite loop running well past the gold patch's end. No probes: they would only lengthen the loop's
-    # evaluation on resume (one probe limit per selector), and interrupting is the same with or without them.
+    # One worker: the loop starts only once the gold prediction has finished (its containers removed), and the
+    # signal goes as soon as a container of the run exists after that, the loop's, so however slow the machine,
+    # the run is still in the loop's 20 s when interrupted; with two workers a loaded machine could let both end
+    # first. The resume must use the same settings (a run folder keeps the ones its results were made with). No
+    # probes: they would only lengthen the loop's evaluation on resume (one probe limit per selector), and
+    # interrupting is the same with or without them.
     flags = ("--timeout", "20", "--no-probes")
-    command = evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--max-workers", "2", *flags)
+    command = evaluate_command(preds, demo_dataset.path, "ctrlc", out, "--max-workers", "1", *flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     folders = lambda name: [f for f in prediction_folders(out / "ctrlc") if f.name.startswith(name)]  # noqa: E731
     gold_done = lambda: any((f / "result.json").exists() for f in folders("demo-gold__"))  # noqa: E731
-    assert wait_for(lambda: gold_done() and run_containers("ctrlc"), 120), "the run never got going"
+    assert wait_for(lambda: gold_done() and run_containers("ctrlc"), 300), "the run never got going"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130 and "resume with:" in stderr, stderr
     resume = shlex.split(stderr.split("resume with:\n", 1)[1].splitlines()[0])  # the printed command, as pasted
     assert resume[2:] == [str(preds), "--dataset", str(demo_dataset.path), "--run-id", "ctrlc", "--output-dir",
-                          str(out), "--max-workers", "2", *flags]
+                          str(out), "--max-workers", "1", *flags]
     assert run_containers("ctrlc") == []
     (loop,) = folders("hostile-infinite-loop__")
     assert not (loop / "result.json").exists()  # interrupted work is not recorded as anything

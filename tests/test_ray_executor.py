@@ -40,6 +40,7 @@ from asyncodebench.run.runfolder import container_key, result_files
 pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 MODELS = ["demo-empty", "demo-gold", "demo-partial"]  # quick ones (a collection error runs every probe alone)
+LOOP = "hostile-infinite-loop"  # what keeps the Ctrl-C test's run busy until the signal
 Rows = dict[str, dict[str, Any]]  # model -> its report row without the line number
 FLAGS = (*FAST_FLAGS, "--memory", SHARED_RUN_MEMORY, "--pids", str(SHARED_RUN_PIDS))  # the shared run's settings
 
@@ -236,12 +237,21 @@ def test_ray_resumes_a_local_run_and_gives_the_local_executors_results(
 
 
 def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_executor_resumes(
-        cluster: Cluster, demo_dataset: DemoDataset, predictions: Path, reference: Rows, tmp_path: Path) -> None:
+        cluster: Cluster, demo_dataset: DemoDataset, shared_demo_run: EvalRun, tmp_path: Path) -> None:
+    # The infinite loop keeps the run going for its whole --timeout and more (each of its probes runs to its own
+    # limit): the signal goes once a quick prediction has finished and while the loop has no result, so however
+    # slow the machine, the run cannot have ended first.
+    models = [*MODELS, LOOP]
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_bytes(jsonl([example_predictions()[m] for m in models]))
+    reference = {model: row for model, row in rows(shared_demo_run.report).items() if model in models}
     command = evaluate_command(predictions, demo_dataset.path, "ctrlc", tmp_path, *FLAGS, *cluster.flags)
     process = subprocess.Popen(command, cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    started = lambda: result_files(tmp_path / "ctrlc") and any(leftovers(cluster, "ctrlc").values())  # noqa: E731
-    assert wait_for(started, 180), "the run never got going"
+    loop_done = lambda: any(f.parent.name.startswith(f"{LOOP}__") for f in result_files(tmp_path / "ctrlc"))  # noqa: E731
+    started = lambda: (result_files(tmp_path / "ctrlc") and not loop_done()  # noqa: E731
+                       and any(leftovers(cluster, "ctrlc").values()))
+    assert wait_for(started, 300), "the run never got going"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     hint = stderr.split("resume with:", 1)[-1]
@@ -250,7 +260,7 @@ def test_ctrl_c_cancels_the_ray_tasks_removes_their_containers_and_the_local_exe
     markers = stop_marker(container_key(tmp_path / "ctrlc", "ctrlc"), "*")  # the nodes' temp dir is this machine's
     assert sorted(markers.parent.glob(markers.name)) == []
     finished = len(result_files(tmp_path / "ctrlc"))
-    assert 1 <= finished < len(MODELS)  # cancelled work recorded nothing
+    assert 1 <= finished < len(models) and not loop_done()  # cancelled work recorded nothing
 
     resumed = run_evaluate(predictions, demo_dataset.path, "ctrlc", tmp_path, *FLAGS, "--max-workers", "2")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
