@@ -190,7 +190,15 @@ def _file_flags(file: str, file_hunks: list[Hunk]) -> Iterator[dict[str, Any]]:
             found |= {(number, marker) for marker, _ in text_markers(text, in_test_file)
                       if marker not in ("dynamic_code", "ctypes", "pytest_in_code", "skip_from_code")}
     for number, marker in sorted(found, key=lambda f: (f[0], list(MARKERS).index(f[1]) if f[1] in MARKERS else 99)):
-        yield _flag(file, number, marker, _excerpt(texts.get(number, ""), 0))
+        text = texts.get(number, "")
+        yield _flag(file, number, marker, _excerpt(text, _hit_position(text, marker, in_test_file)))
+
+
+def _hit_position(text: str, marker: str, in_test_file: bool) -> int:
+    """Where in a long line the excerpt should start: the text scan's hit of the same marker, else the start."""
+    if len(text) <= TEXT_LIMIT:
+        return 0
+    return next((at for found, at in text_markers(text, in_test_file) if found == marker), 0)
 
 
 def _python_findings(file_hunks: list[Hunk], in_test_file: bool) -> set[tuple[int, str]]:
@@ -292,7 +300,8 @@ def line_markers(text: str, in_test_file: bool = False) -> list[tuple[str, str]]
     parsed = _parsed_findings([(1, text, True)], in_test_file, {})
     markers = {m for _, m in parsed} if parsed is not None else {m for m, _ in text_markers(text, in_test_file)}
     order = list(MARKERS)
-    return [(m, _excerpt(text, 0)) for m in sorted(markers, key=lambda m: order.index(m) if m in order else 99)]
+    return [(m, _excerpt(text, _hit_position(text, m, in_test_file)))
+            for m in sorted(markers, key=lambda m: order.index(m) if m in order else 99)]
 
 
 def hunks(patch: str) -> Iterator[Hunk]:

@@ -334,6 +334,12 @@ class _Visitor(ast.NodeVisitor):
             if isinstance(left, int) and isinstance(right, int) and abs(left) < 1 << 32 and abs(right) < 1 << 32:
                 return _int_op(node.op, left, right)
             return None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+            operand = self.fold(node.operand)
+            if not isinstance(operand, int):
+                return None
+            return -operand if isinstance(node.op, ast.USub) else ~operand if isinstance(node.op, ast.Invert) \
+                else operand
         if isinstance(node, ast.Subscript):
             base = self.fold(node.value)
             if isinstance(base, (str, bytes, list)):
@@ -469,11 +475,16 @@ class _Visitor(ast.NodeVisitor):
                 self.flag(node, "os_exit", last=last)
         if node.attr in SKIP_NAMES and not self.in_test_file:
             self.flag(node, "skip_from_code", last=last)
+        if node.attr.startswith("pytest_") and not self.in_test_file:  # pytest_impl, a hook's name
+            self.flag(node, "pytest_by_name", last=last)
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self.flag_store(node)
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
+        folded = self.fold(node)  # "tsetyp_"[::-1]
+        if isinstance(folded, (str, bytes)):
+            self.flag_string(node, folded)
         qualified = self.qualified(node)
         if qualified:
             self.flag(node, *sorted(name_markers(qualified, self.in_test_file)))
@@ -637,6 +648,8 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name.startswith("pytest_") and not self.in_test_file:  # a hook implementation in code under test
+            self.flag(node, "pytest_by_name", last=node.lineno)
         if node.name in ("__eq__", "__ne__", "__hash__"):
             self.flag_constant_method(node, node.name, [r.value for r in _returns(node)])
         self.generic_visit(node)
