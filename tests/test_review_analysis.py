@@ -445,3 +445,11 @@ def test_a_run_with_nothing_to_review_publishes_without_a_review_file(tmp_path: 
     run, _ = _run_folder(tmp_path, flagged=0)
     done = _publish(run)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_docs_table_lists_every_marker_with_its_severity() -> None:
+    text = (ROOT / "docs" / "integrity.md").read_text()
+    table = text[text.index("| marker | severity | what |"):]
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1] for line in table.splitlines()
+            if line.startswith("| `") and line.count(" | ") == 2}
+    assert {marker: severity for marker, (severity, _) in MARKERS.items()} == rows

@@ -19,8 +19,8 @@ LOW: Severity = "low"
 
 MARKERS: dict[str, tuple[Severity, str]] = {
     # marker: (severity, what it means)
-    "frame_access": (HIGH, "a frame of the running program: sys._getframe, inspect frame functions, f_back, "
-                           "f_locals, f_globals, generator frames"),
+    "frame_access": (HIGH, "a frame of the running program: sys._getframe, sys._current_frames, "
+                           "inspect.currentframe/getouterframes, f_back, f_locals, f_globals"),
     "caller_source": (HIGH, "source or stack of the caller: inspect.stack/getsource, linecache, "
                             "traceback.extract_stack"),
     "import_hook": (HIGH, "the import system: sys.meta_path, sys.path_hooks, importer cache, a finder or loader"),
