@@ -63,8 +63,8 @@ def review_flags(row: dict[str, Any]) -> list[Flag]:
     found = []
     for flag in shown:
         where = flag.get("file", "") + (f":{flag['line']}" if flag.get("line") is not None else "")
-        found.append(Flag(f"review {flag.get('marker', '')}{_severity(flag)} {where}", False,
-                          str(flag.get("text") or "")))
+        found.append(Flag(f"review {flag.get('marker', '')} {where}", False,
+                          _severity(flag) + str(flag.get("text") or "")))
     more = (row.get("review_flag_count") or 0) - len(shown)
     if more > 0:
         found.append(Flag(f"review: {more} more", False, "listed in report.md and result.json"))
@@ -72,5 +72,6 @@ def review_flags(row: dict[str, Any]) -> list[Flag]:
 
 
 def _severity(flag: dict[str, Any]) -> str:
-    """` (high)` for a high-severity flag, so a reader sees which flags hold a result for review."""
-    return " (high)" if flag.get("severity") == "high" else ""
+    """`high severity: ` before a high-severity flag's line, so a reader sees which flags hold a result for review
+    (the row's `needs review` flag says that it is held)."""
+    return "high severity: " if flag.get("severity") == "high" else ""
