@@ -9,10 +9,13 @@ for the task of the dataset's eval.yaml of that name, the dataset's commit, the 
 version, the run id and a digest of the image set; `asyncodebench_runs/<run id>.json` beside it lists every image's
 pinned reference and the run's summary rows. Each results file is checked against schemas/eval_results.schema.json
 before anything is written. A run on a local dataset folder needs --dataset-id and --dataset-revision (the Hub commit
-those rows were published at); a run with several models needs --model.
+those rows were published at); a run with several models needs --model. A result whose trust status is
+`needs_review` (high-severity review flags) is published only when --review-file names it as cleared (who, when,
+why; schemas/review_clearance.schema.json); the file's entries go into the provenance and beside it.
 
 Exit codes: 0 printed, written or pushed; 2 bad arguments (no run folder, an unfinished run, a missing or malformed
-repo id, no HF_TOKEN for --push); 3 the Hub refused or could not be reached.
+repo id, no HF_TOKEN for --push, a needs_review result not cleared, a bad review file); 3 the Hub refused or
+could not be reached.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="the run's model_name_or_path to publish (needed when the run holds several)")
     parser.add_argument("--dataset-id", help="the Hub dataset the rows are (default: the run's, when it read the Hub)")
     parser.add_argument("--dataset-revision", help="the dataset's 40-hex commit (default: the run's resolved commit)")
+    parser.add_argument("--review-file", type=Path,
+                        help="JSON naming each needs_review result cleared, by whom, when and why")
     parser.add_argument("--out", type=Path, help="write the files under this folder (a checkout of the model repo)")
     parser.add_argument("--push", action="store_true", help="commit the files to the model repo (needs HF_TOKEN)")
     parser.add_argument("--create-pr", action="store_true", help="with --push: open a pull request instead")
@@ -43,14 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         ResultsError,
         build_files,
         load_finished_report,
+        load_review_file,
         push,
         write_files,
     )
 
     try:
         report = load_finished_report(args.run_dir)
+        review = load_review_file(args.review_file) if args.review_file else None
         files = build_files(report, args.model_repo, constants.ENDPOINT, model=args.model,
-                            dataset_id=args.dataset_id, revision=args.dataset_revision)
+                            dataset_id=args.dataset_id, revision=args.dataset_revision, review=review)
     except ResultsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return cli.EXIT_BAD_ARGUMENTS

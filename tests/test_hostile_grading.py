@@ -287,7 +287,7 @@ def test_review_flags_show_the_skips_raised_from_code_and_never_score(hostile_ru
     agents = hostile_run.result("agents-xfail-and-skip")["integrity"]["review"]
     assert {f["patch"] for f in agents["flags"]} == {"agent_patches[core_agent]", "agent_patches[api_agent]"}
     for name in ("honest-base", "honest-gold"):
-        assert hostile_run.result(name)["integrity"]["review"] == {"count": 0, "flags": []}, name
+        assert hostile_run.result(name)["integrity"]["review"] == {"count": 0, "high": 0, "flags": []}, name
         assert hostile_run.row(name)["review_flag_count"] == 0, name
     # Flagged or not, a payload scores what the rules give it: the daemon payloads are flagged (os._exit) and still
     # score the base state's 7 passes.

@@ -144,8 +144,10 @@ def test_every_report_shows_the_review_flags_of_the_demo_run(shared_demo_run: Ev
     fork_bomb = shared_demo_run.row("hostile-fork-bomb")
     assert fork_bomb["review_flag_count"] == 1
     assert fork_bomb["review_flags"] == [{"file": "minicache/core.py", "line": 61, "marker": "os_exit",
-                                          "text": "os._exit(0)", "patch": "model_patch"}]
-    assert [f["marker"] for f in shared_demo_run.row("hostile-forged-output")["review_flags"]] == ["atexit", "atexit"]
+                                          "text": "os._exit(0)", "severity": "high", "patch": "model_patch"}]
+    assert fork_bomb["trust_status"] == "needs_review"  # os._exit is high: held for review, scored as before
+    assert [f["marker"] for f in shared_demo_run.row("hostile-forged-output")["review_flags"]] == [
+        "atexit", "reads_tests", "atexit"]  # the forged PASSED lines name the task's test files
     for name in ("demo-gold", "demo-partial", "demo-empty", "hostile-conftest"):
         assert shared_demo_run.row(name)["review_flag_count"] == 0, name
     markdown = (run_dir / "report.md").read_text()

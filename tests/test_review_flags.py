@@ -1,5 +1,6 @@
-"""Review flags (`integrity.review`): added lines that touch the test runner's machinery, shown in every report and
-never scored. No Docker: the scan is pure text work, and the reports are built from synthetic results."""
+"""Review flags (`integrity.review`): added code that touches the test runner's machinery, shown in every report and
+never scored. No Docker: the analysis is pure work over text, and the reports are built from synthetic results.
+The analysis per marker, its severities and the trust status are in tests/test_review_analysis.py."""
 
 from __future__ import annotations
 
@@ -74,36 +75,38 @@ def test_markers_are_found_at_their_file_and_new_line() -> None:
         ("pkg/core.py", 15, "sys_modules_write"), ("pkg/core.py", 16, "builtins_write"),
         ("pkg/core.py", 18, "os_exit"), ("pkg/core.py", 47, "builtins_write"), ("pkg/core.py", 48, "dynamic_code"),
         ("pkg/api.py", 1, "import_pluggy"), ("pkg/api.py", 2, "atexit"), ("pkg/api.py", 2, "ctypes"),
-        ("pkg/api.py", 3, "trace_hook"), ("pkg/api.py", 3, "code_swap"), ("pkg/api.py", 4, "skip_from_code"),
+        ("pkg/api.py", 3, "trace_hook"), ("pkg/api.py", 3, "code_object"), ("pkg/api.py", 4, "skip_from_code"),
     }
     first = patch_flags(TAMPERING)[0]
     assert first == {"file": "pkg/core.py", "line": 13, "marker": "import_pytest_internals",
-                     "text": "import _pytest.outcomes"}
+                     "text": "import _pytest.outcomes", "severity": "high"}
 
 
 @pytest.mark.parametrize("patch", DEMO_PATCHES, ids=lambda p: p.name)
-def test_the_demo_patches_raise_no_flag(patch: Path) -> None:
-    assert patch_flags(patch.read_text()) == []
+def test_the_demo_patches_raise_no_high_flag(patch: Path) -> None:
+    """Honest patches: at most a low flag (syntax_error.patch's lines do not parse on their own)."""
+    assert [f for f in patch_flags(patch.read_text()) if f["severity"] == "high"] == []
 
 
 @pytest.mark.parametrize(("line", "markers"), [
     ("from _pytest.python import Function", {"import_pytest_internals"}),
-    ("x = __import__('pytest_jsonreport.plugin')", {"import_pytest_jsonreport"}),
-    ("mod = importlib.import_module(\"pluggy\")", {"import_pluggy"}),
+    ("x = __import__('pytest_jsonreport.plugin')", {"import_pytest_jsonreport", "pytest_by_name"}),
+    ("mod = importlib.import_module(\"pluggy\")", {"import_pluggy", "pytest_by_name"}),
     ("if True: import gc", {"import_gc"}),
     ("objs = gc.get_objects()", {"gc_introspection"}),
     ("sys.modules.update(fake)", {"sys_modules_write"}),
-    ("del sys.modules['pytest']", {"sys_modules_write"}),
+    ("del sys.modules['pytest']", {"sys_modules_write", "pytest_by_name"}),
     ("__builtins__['open'] = fake", {"builtins_write"}),
     ("vars(builtins)['open'] = fake", {"builtins_write"}),
-    ("_a.register(_spoil)  # atexit", {"atexit"}),
+    ("atexit.register(_spoil)", {"atexit"}),
+    ("_a.register(_spoil)  # atexit", set()),  # a comment is no code: `import atexit as _a` is what gets flagged
     ("from os import _exit", {"os_exit"}),
     ("__import__('os')._exit(0)", {"os_exit"}),
     ("code = compile(source, 'x', 'exec')", {"dynamic_code"}),
     ("threading.setprofile(hook)", {"trace_hook"}),
-    ("setattr(func, '__code__', other)", {"code_swap"}),
+    ("setattr(func, '__code__', other)", {"code_object"}),
     ("name = os.environ['PYTEST_CURRENT_TEST']", {"pytest_env"}),
-    ("pytest.xfail('not yet')", {"skip_from_code"}),
+    ("pytest.xfail('not yet')", {"skip_from_code", "pytest_by_name"}),
     ("import pytest", {"pytest_in_code"}),
     # Honest lines that look alike.
     ("pattern = re.compile(r'\\d+')", set()),
@@ -207,14 +210,14 @@ def test_every_patch_of_a_prediction_is_scanned_once_per_flag() -> None:
                    Checkpoint("final_integrated", "integrated_workspace", None,
                               state + "+++ b/pkg/api.py\n@@ -0,0 +1 @@\n+import ctypes\n"))
     review = review_prediction(_prediction(checkpoints=checkpoints))
-    assert review["count"] == 2  # the cumulative final state repeats the first state's line: kept once
+    assert (review["count"], review["high"]) == (2, 0)  # the final state repeats the first state's line: kept once
     assert [(f["marker"], f["patch"]) for f in review["flags"]] == [
         ("import_gc", "checkpoint 1 (agent_artifact, core)"), ("ctypes", "checkpoint 2 (final_integrated)")]
     agents = review_prediction(_prediction(agent_patches={"api_agent": "@@ -0,0 +1 @@\n+import atexit\n",
                                                           "core_agent": None}))
     assert [(f["marker"], f["patch"]) for f in agents["flags"]] == [("atexit", "agent_patches[api_agent]")]
     assert review_prediction(_prediction(model_patch=TAMPERING))["count"] == 13
-    assert review_prediction(object()) == {"count": 0, "flags": []}
+    assert review_prediction(object()) == {"count": 0, "high": 0, "flags": []}
 
 
 def test_the_flags_are_capped_and_the_count_is_complete() -> None:
@@ -266,7 +269,7 @@ def test_review_flags_never_change_a_score() -> None:
     plain = _results()
     flagged = _results(every=1)
     assert all((r.get("integrity") or {}).get("review") for r in flagged if r["status"] == "evaluated")
-    drop = ("review_flagged",)
+    drop = ("review_flagged", "trust")  # shown and counted, never a score
     assert [{k: v for k, v in row.items() if k not in drop} for row in summarize(flagged)] == \
            [{k: v for k, v in row.items() if k not in drop} for row in summarize(plain)]
 

@@ -20,11 +20,13 @@ import jsonschema
 import yaml
 
 from asyncodebench.dataset.protocols import PROTOCOLS
+from asyncodebench.scoring.trust import TRUST_STATUSES
 
 ROOT = Path(__file__).resolve().parents[2]
 EVAL_YAML = ROOT / "eval.yaml"
 SCHEMA = ROOT / "schemas" / "eval_results.schema.json"
 REPORT_SCHEMA = ROOT / "schemas" / "report.schema.json"
+REVIEW_SCHEMA = ROOT / "schemas" / "review_clearance.schema.json"
 RESULTS_FOLDER = ".eval_results"
 PROVENANCE_FOLDER = "asyncodebench_runs"  # outside .eval_results, whose every file the Hub parses as results
 FRAMEWORK = "asyncodebench"
@@ -112,10 +114,54 @@ def image_digest(images: dict[str, Any]) -> str:
     return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
 
 
+def load_review_file(path: Path) -> dict[str, Any]:
+    """A review file (schemas/review_clearance.schema.json): who cleared which `needs_review` result, when, why."""
+    try:
+        review = json.loads(path.read_text(encoding="utf-8"))
+        jsonschema.validate(review, json.loads(REVIEW_SCHEMA.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise ResultsError(f"cannot read the review file {path}: {exc.strerror or exc}") from exc
+    except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
+        raise ResultsError(f"{path} is not a valid review file ({str(exc).splitlines()[0]}); see "
+                           "schemas/review_clearance.schema.json and docs/evaluate.md") from exc
+    return dict(review)
+
+
+def cleared_results(report: dict[str, Any], model: str, review: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The review file's entries for the model's `needs_review` results; refused while one is not cleared, when the
+    file is for another run or names a result the run does not have, or when the report predates trust statuses."""
+    predictions = [p for p in report["predictions"]
+                   if p["model_name_or_path"] == model and p["status"] == "evaluated"]
+    if any("trust_status" not in p for p in predictions):
+        raise ResultsError("the run's report predates trust statuses: rerun `python scripts/evaluate.py "
+                           "PREDICTIONS --run-id <its run id> --rescore` to record them, then publish")
+    entries = list((review or {}).get("cleared") or [])
+    if review is not None and review.get("run_id") != report["run"]["run_id"]:
+        raise ResultsError(f"the review file is for run {review.get('run_id')!r}, not {report['run']['run_id']!r}")
+    by_key = {(p["line"], p["task_id"], p["protocol"]): p for p in report["predictions"]}
+    unknown = [e for e in entries if (e["line"], e["task_id"], e["protocol"]) not in by_key]
+    if unknown:
+        e = unknown[0]
+        raise ResultsError(f"the review file clears line {e['line']} ({e['task_id']}, {e['protocol']}), which this "
+                           "run does not have: check the line, task and protocol against report.json")
+    cleared = {(e["line"], e["task_id"], e["protocol"]) for e in entries}
+    pending = [p for p in predictions if p["trust_status"] == "needs_review"
+               and (p["line"], p["task_id"], p["protocol"]) not in cleared]
+    if pending:
+        named = ", ".join(f"line {p['line']} ({p['task_id']}, {p['protocol']})" for p in pending[:10])
+        raise ResultsError(f"{model} has {len(pending)} result(s) that need review before publishing: {named}"
+                           f"{' ...' if len(pending) > 10 else ''}. Read their review flags (report.md, result.json), "
+                           "then name each one you clear in a review file (who, when, why; "
+                           "schemas/review_clearance.schema.json) and pass it with --review-file")
+    mine = {(p["line"], p["task_id"], p["protocol"]) for p in predictions}
+    return [e for e in entries if (e["line"], e["task_id"], e["protocol"]) in mine]
+
+
 def build_files(report: dict[str, Any], model_repo: str, endpoint: str, *, model: str | None = None,
                 dataset_id: str | None = None, revision: str | None = None,
-                eval_yaml: Path = EVAL_YAML) -> list[ResultsFile]:
-    """The model repo's results files (one per protocol the model ran) and the run's provenance file."""
+                eval_yaml: Path = EVAL_YAML, review: dict[str, Any] | None = None) -> list[ResultsFile]:
+    """The model repo's results files (one per protocol the model ran) and the run's provenance file; with a review
+    file, the entries clearing the model's `needs_review` results go into the provenance and beside it."""
     if not REPO_ID.match(model_repo or ""):
         raise ResultsError(f"--model-repo {model_repo!r} is not a Hub model id: give it as ORG/NAME")
     model = pick_model(report, model)
@@ -126,6 +172,7 @@ def build_files(report: dict[str, Any], model_repo: str, endpoint: str, *, model
     if broken:
         raise ResultsError(f"{model} has infrastructure errors ({'; '.join(broken)}), so its scores leave tasks "
                            "out: fix the cause and rerun the same --run-id, then publish")
+    cleared = cleared_results(report, model, review)
     tasks = set(eval_yaml_tasks(eval_yaml))
     images = run["images"]
     provenance_path = f"{PROVENANCE_FOLDER}/{run['run_id']}.json"
@@ -155,8 +202,15 @@ def build_files(report: dict[str, Any], model_repo: str, endpoint: str, *, model
         "finished_at": run["finished_at"], "image_set_sha256": image_digest(images),
         "images": {info["task_id"]: info["pinned_ref"] for info in images.values()},
         "summary": rows,
+        "trust": {status: sum(p.get("trust_status") == status for p in report["predictions"]
+                              if p["model_name_or_path"] == model) for status in TRUST_STATUSES},
+        "review_cleared": cleared,
     }
     files.append(ResultsFile(provenance_path, json.dumps(provenance, indent=2, sort_keys=True) + "\n"))
+    if cleared:
+        review_path = f"{PROVENANCE_FOLDER}/{run['run_id']}.review.json"
+        files.append(ResultsFile(review_path, json.dumps({"run_id": run["run_id"], "cleared": cleared}, indent=2,
+                                                         sort_keys=True) + "\n"))
     return files
 
 

@@ -48,6 +48,9 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
     if final_build and final_build["status"] != "built":
         found.append(Flag(f"native build {final_build['status']} (exit {final_build['exit_code']})", True,
                           f"the build's output ends: {final_build['output_tail'][-300:]}"))
+    if row.get("trust_status") == "needs_review":
+        found.append(Flag("needs review", False, "high-severity review flags or an open consistency question: "
+                                                 "read the flagged code before publishing the score"))
     if row.get("audit_flags"):
         found.append(Flag(f"{len(row['audit_flags'])} audit flag(s)", False, "; ".join(row["audit_flags"])))
     return found + review_flags(row)
@@ -60,8 +63,15 @@ def review_flags(row: dict[str, Any]) -> list[Flag]:
     found = []
     for flag in shown:
         where = flag.get("file", "") + (f":{flag['line']}" if flag.get("line") is not None else "")
-        found.append(Flag(f"review {flag.get('marker', '')} {where}", False, str(flag.get("text") or "")))
+        found.append(Flag(f"review {flag.get('marker', '')} {where}", False,
+                          _severity(flag) + str(flag.get("text") or "")))
     more = (row.get("review_flag_count") or 0) - len(shown)
     if more > 0:
         found.append(Flag(f"review: {more} more", False, "listed in report.md and result.json"))
     return found
+
+
+def _severity(flag: dict[str, Any]) -> str:
+    """`high severity: ` before a high-severity flag's line, so a reader sees which flags hold a result for review
+    (the row's `needs review` flag says that it is held)."""
+    return "high severity: " if flag.get("severity") == "high" else ""

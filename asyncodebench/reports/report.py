@@ -24,6 +24,7 @@ from asyncodebench.run.predictions import Prediction, PredictionFile
 from asyncodebench.run.runfolder import prediction_path
 from asyncodebench.run.store import OUTPUT
 from asyncodebench.scoring.bootstrap import MeanEstimate, macro_mean
+from asyncodebench.scoring.trust import TRUST_STATUSES, trust_status_of_result
 
 REPORT_SCHEMA_VERSION = "1.0"
 METRICS_DOC = "docs/METRICS.md"  # the kit's copy of the metrics document; notes link to its copy on the Hub
@@ -168,6 +169,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "integrity_violation": (result.get("integrity") or {}).get("violation"),
         "report_problem": (result.get("integrity") or {}).get("report_problem"),
         **_skip_and_review_fields(result.get("integrity") or {}),
+        "trust_status": trust_status_of_result(result),
         "adpr": result["adpr"], "adpr_numerator": result["adpr_numerator"],
         "adpr_denominator": result["adpr_denominator"],
         **{k: metrics.get(k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean", "cail_penalized_mean",
@@ -220,6 +222,7 @@ def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any
         row["integrity_violations"] = sum(bool(r["integrity_violation"]) for r in evaluated)
         row["out_of_scope_edits"] = sum(bool(r["out_of_scope_paths"]) for r in evaluated)  # flagged, not penalized
         row["review_flagged"] = sum(bool(r["review_flag_count"]) for r in evaluated)  # shown, never scored
+        row["trust"] = {status: sum(r.get("trust_status") == status for r in evaluated) for status in TRUST_STATUSES}
         if usage_rows is not None:
             row.update(summarize_usage([{"task_id": r["task_id"], **usage_rows.get(r["line"], {})} for r in members]))
         rows.append(row)
@@ -276,6 +279,23 @@ def _rate(row: dict[str, Any], key: str) -> str:
 def _flags(row: dict[str, Any]) -> str:
     """The row's flags (`flags.row_flags`, shared with the HTML page) as one Markdown table cell."""
     return "; ".join(flag.label for flag in row_flags(row)).replace("|", "\\|")
+
+
+def trust_table(summary: list[dict[str, Any]]) -> list[str]:
+    """Per cell, how many evaluated results are verified, need review (high-severity flags; their scores stand,
+    publishing needs a review file) or are tampering (scored 0); nothing for a report made before trust statuses."""
+    rows = [row for row in summary if isinstance(row.get("trust"), dict)]
+    if not rows:
+        return []
+    lines = ["", "### Trust", "",
+             "verified: no tampering, no high-severity review flag; needs review: read the flagged code before "
+             "publishing (scripts/publish_results.py wants a review file); tampering: scored 0.", "",
+             "| model | protocol | verified | needs review | tampering |", "|---|---|---|---|---|"]
+    for row in rows:
+        trust = row["trust"]
+        lines.append(f"| {row['model_name_or_path']} | {row['protocol']} | {trust.get('verified', 0)} | "
+                     f"{trust.get('needs_review', 0)} | {trust.get('integrity_tampering', 0)} |")
+    return lines
 
 
 def review_sections(predictions: list[dict[str, Any]]) -> list[str]:
@@ -415,6 +435,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{_fmt(row['micro_adpr'], missing=NA)} | "
             f"{row['infrastructure_errors']} |"
         )
+    lines += trust_table(report["summary"])
     lines += [
         "", "### Dependency timing", "",
         "T = checkpoints per run; DRS and CAIL penalized (T+1 when unresolved); DRE in percent; merge conflict and "

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
+from asyncodebench.scoring.trust import Trust, trust_of
+
 JsonObject = Mapping[str, Any]
 RESULT_SCHEMA_VERSION = "1.0"
 
@@ -379,6 +381,12 @@ class PredictionResult:
         """The checkpoint records of the evaluation; none for an infrastructure failure."""
         return self.evaluation.checkpoints if self.evaluation is not None else ()
 
+    @property
+    def trust(self) -> Trust | None:
+        """Whether the result can be published as it is (`scoring.trust`), derived from its integrity record, so an
+        older result gets one too; None for an infrastructure failure."""
+        return trust_of(self.evaluation.integrity.to_json()) if self.evaluation is not None else None
+
     def with_failure_message(self, message: str) -> PredictionResult:
         """The same infrastructure failure told with another message (every attempt's failure, after retries)."""
         if self.failure is None:
@@ -393,7 +401,8 @@ class PredictionResult:
         e = self.evaluation
         assert e is not None
         record = {**head, "image": e.image, "patch": e.patch.to_json(), "protection": e.protection.to_json(),
-                  "integrity": e.integrity.to_json(), "evaluator": e.evaluator.to_json(), **e.score.to_json(),
+                  "integrity": e.integrity.to_json(), "trust": trust_of(e.integrity.to_json()).to_json(),
+                  "evaluator": e.evaluator.to_json(), **e.score.to_json(),
                   **e.dependencies.to_json(),
                   "integration": e.integration.to_json() if e.integration else None,
                   "sad_proxy": e.sad_proxy.to_json()}

@@ -1,26 +1,45 @@
-"""Review flags: lines a prediction's patches add that touch the test runner's machinery (shown, never scored).
+"""Review flags: what a prediction's patches add that touches the test runner, the tests or the interpreter, with a
+severity (shown, and the high ones hold a result for review: `scoring.trust`; never a score).
 
 Code under test runs in pytest's own process, so a patch can still reach into pytest from inside it (a known limit:
-docs/integrity.md). The harness cannot tell such code from honest code by running it, but a reader can by reading
-it; this module points the reader at the lines worth reading. It scans the ADDED lines of every patch a prediction
-carries (final patch, checkpoint states, agent patches) for markers such as imports of `_pytest`, writes to
-`sys.modules` or `builtins`, exit hooks, `os._exit`, `ctypes`, `exec`/`compile`, trace hooks, `__code__`
-assignment and skips raised from code under test, and names any `.gitattributes` or `.gitmodules` in a diff.
+docs/integrity.md). A reader can tell such code from honest code by reading it; this module reads it first and
+points the reader at what is worth reading. For every patch a prediction carries (final patch, checkpoint states,
+agent patches), each file the patch adds or changes is analysed by kind:
+- Python (`.py`, `.pyi`, `.pyw`): by its syntax tree (`scoring.review_python`). A file the patch creates is parsed
+  whole, and one that does not parse is itself a low flag (`syntax_error`). A changed file is read from the new side
+  of each hunk (its added and context lines): the hunk parsed as code where it parses, else each run of added lines,
+  else each line, and what still does not parse is read by a text scan (one low `unparsed_code` per file). Imports
+  anywhere in the file's hunks resolve aliases in all of them. Review runs on the host from the prediction alone
+  (also under `--rescore`, with no container), so a changed file's lines outside its hunks are not seen: a name
+  imported there and used in the hunk is read by its attribute (`._getframe`, `.f_back` mean the same on any object).
+- C and C++ (and Cython) sources: a scan of the added lines, comments removed, for the Python C API, `dlsym`,
+  `/proc/self`, `dlopen` and load-time constructors.
+- Any other file: a text scan of the added lines for the same Python names (a payload read and run at run time).
+Each flag gives the file, the line in the new file, the marker, the line's text and its severity
+(`review_markers.MARKERS`); any `.gitattributes` or `.gitmodules` in a diff is named too.
 
-Everything here is pure text work over hostile input: it never raises (whatever the text), runs in time linear
-in the patch size (every pattern's gaps are bounded), and returns only printable, valid text. Flags are hints
-for people: a marker can be innocent, and a determined author can evade a line-based scan (a statement split
-over lines, names built at run time); that is why they never change a score.
+Everything here is pure work over hostile input: it never raises (whatever the text), runs in bounded time per line
+and per piece of code, and returns only printable, valid text. Flags are hints for people, never a score.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from asyncodebench.scoring.patches import c_unquote
+from asyncodebench.scoring.review_markers import MARKERS, severity_of
+from asyncodebench.scoring.review_python import analyse, import_aliases
+from asyncodebench.scoring.review_text import (
+    NATIVE_SUFFIXES,
+    PYTHON_SUFFIXES,
+    NativeScanner,
+    string_pieces_markers,
+    text_markers,
+)
 
 REVIEW_CAP = 100
 """How many flags a result record keeps (its `count` is always complete)."""
@@ -34,40 +53,21 @@ DEDUP_LIMIT = 100_000
 PATH_LIMIT = 300
 """Longest file path kept in a flag (a hostile header can name anything)."""
 
+PARSE_LIMIT = 2_000_000
+"""Largest piece of Python (in characters) parsed as a tree; a larger one is read by the text scan."""
+
+LINE_LIMIT = 20_000
+"""Longest line parsed on its own; a longer one is read by the text scan."""
+
 GIT_METADATA_FILES = frozenset({".gitattributes", ".gitmodules"})
 """Files that change how git treats the tree (filters, diff drivers, submodules) rather than what the code does."""
 
-_IMPORTED_MODULES = {  # first component of an imported module -> marker
-    "_pytest": "import_pytest_internals", "pluggy": "import_pluggy", "pytest_jsonreport": "import_pytest_jsonreport",
-    "gc": "import_gc", "atexit": "atexit", "ctypes": "ctypes",
-}
-# Markers read from the line with a pattern; every repetition is bounded so no line can make a search quadratic.
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((marker, re.compile(pattern)) for marker, pattern in (
-    ("sys_modules_write", r"sys\.modules\s{0,20}(?:\[[^\]\n]{0,200}\]\s{0,20}=(?!=)|\.(?:update|setdefault|pop|"
-                          r"popitem|clear|__setitem__|__delitem__)\s{0,20}\()|\bdel\s{1,20}[\w.]{0,60}sys\.modules\b"),
-    ("builtins_write", r"\b_{0,2}builtins_{0,2}(?:\.__dict__)?(?:\.\w{1,80}|\[[^\]\n]{0,200}\])\s{0,20}=(?!=)|"
-                       r"\bsetattr\s{0,20}\(\s{0,20}_{0,2}builtins_{0,2}\b|\bvars\s{0,20}\(\s{0,20}_{0,2}builtins_{0,2}"
-                       r"\s{0,20}\)\s{0,20}\[|\b_{0,2}builtins_{0,2}\.__dict__\.(?:update|setdefault|__setitem__)\b"),
-    ("gc_introspection", r"\bgc\.get_(?:referrers|referents|objects)\b"),
-    ("atexit", r"atexit"),
-    ("os_exit", r"(?<!\bself)\._exit\s{0,20}\(|\bimport\s[\w\s,.]{0,200}\b_exit\b"),
-    ("ctypes", r"\bctypes\b"),
-    ("dynamic_code", r"(?<!def )(?<![\w.])(?:exec|compile|eval)\s{0,20}\("),
-    ("trace_hook", r"\bset(?:trace|profile)(?:_all_threads)?\b"),
-    ("code_swap", r"\.__code__\s{0,20}=(?!=)|\bsetattr\s{0,20}\([^)\n]{0,200}['\"]__code__['\"]"),
-    ("pytest_env", r"\bPYTEST_(?:CURRENT_TEST|ADDOPTS|PLUGINS|DISABLE_PLUGIN_AUTOLOAD)\b"),
-))
-# In code under test (not in test files), these are how failures become skips: what decision 12 scores, shown too.
-_CODE_ONLY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("skip_from_code", re.compile(r"\bSkipTest\b|\bpytest\.(?:skip|xfail|importorskip|exit|fail)\b|"
-                                  r"\b(?:Skipped|XFailed)\s{0,20}\(|\b(?:skip|xfail)\.Exception\b")),
-)
-_DYNAMIC_IMPORT = re.compile(r"(?:__import__|import_module)\s{0,20}\(\s{0,20}[rRbBuU]{0,2}['\"]([\w.]{1,200})")
-_STATEMENT = re.compile(r"[^;:]+")
 _HUNK = re.compile(r"^@@ -(\d{1,12})(?:,(\d{1,12}))? \+(\d{1,12})(?:,(\d{1,12}))? @@")
 _CONTEXT_NEW_RANGE = re.compile(r"^--- (\d{1,12})(?:,(\d{1,12}))? ----\s*$")
 _CONTEXT_OLD_RANGE = re.compile(r"^\*\*\* (\d{1,12})(?:,(\d{1,12}))? \*\*\*\*\s*$")
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*\.py$|_tests?\.py$|(?:^|/)conftest\.py$")
+_IMPORT_LINE = re.compile(r"^\s{0,200}(?:import|from)\s")
+_BLOCK_CONTINUATIONS = re.compile(r"^(?:elif|else|except|finally|case)\b")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,15 @@ class AddedLine:
     file: str
     line: int | None
     text: str
+
+
+@dataclass
+class Hunk:
+    """The new side of one hunk: (line number in the new file, text, whether the patch adds it) per line."""
+
+    file: str
+    lines: list[tuple[int, str, bool]] = field(default_factory=list)
+    creates_file: bool = False  # `@@ -0,0 +1,N @@`: the whole new file
 
 
 def review_prediction(prediction: Any) -> dict[str, Any]:
@@ -107,12 +116,14 @@ def prediction_patches(prediction: Any) -> list[tuple[str, str]]:
 
 
 def review_patches(patches: Iterable[tuple[str, str]]) -> dict[str, Any]:
-    """{"count": every distinct flag, "flags": the first REVIEW_CAP}; a flag met again in a later patch (cumulative
-    checkpoints repeat their lines) is kept once, under the first patch that had it. Past DEDUP_LIMIT distinct
-    flags, later ones are counted without that check, so memory stays bounded whatever the patch size."""
+    """{"count": every distinct flag, "high": how many of them are high, "flags": the first REVIEW_CAP, high ones
+    first}; a flag met again in a later patch (cumulative checkpoints repeat their lines) is kept once, under the
+    first patch that had it. Past DEDUP_LIMIT distinct flags, later ones are counted without that check, so memory
+    stays bounded whatever the patch size."""
     seen: set[tuple[str, int | None, str, str]] = set()
-    flags: list[dict[str, Any]] = []
-    count = 0
+    high: list[dict[str, Any]] = []
+    low: list[dict[str, Any]] = []
+    count = high_count = 0
     for label, text in patches:
         for flag in _flags_of(text):
             key = (flag["file"], flag["line"], flag["marker"], flag["text"])
@@ -121,16 +132,20 @@ def review_patches(patches: Iterable[tuple[str, str]]) -> dict[str, Any]:
             if len(seen) < DEDUP_LIMIT:
                 seen.add(key)
             count += 1
-            if len(flags) < REVIEW_CAP:
-                flags.append({**flag, "patch": label})
-    return {"count": count, "flags": flags}
+            is_high = flag["severity"] == "high"
+            high_count += is_high
+            kept = high if is_high else low
+            if len(kept) < REVIEW_CAP:
+                kept.append({**flag, "patch": label})
+    return {"count": count, "high": high_count, "flags": (high + low)[:REVIEW_CAP]}
 
 
 def patch_flags(patch: Any) -> list[dict[str, Any]]:
-    """The flags of one patch text: {"file", "line" (new file, or None for a whole-file flag), "marker", "text"}.
+    """The flags of one patch text: {"file", "line" (new file, or None for a whole-file flag), "marker", "text",
+    "severity"}, file by file in the patch's order and by line within a file.
 
-    Never raises; anything that is not text gives no flag, and an unexpected failure while scanning (a bug, not an
-    input) gives one `review_incomplete` flag after those found so far, so a reader knows the scan stopped.
+    Never raises; anything that is not text gives no flag, and an unexpected failure while analysing (a bug, not an
+    input) gives one `review_incomplete` flag after those found so far, so a reader knows the analysis stopped.
     """
     return list(_flags_of(patch))
 
@@ -138,55 +153,159 @@ def patch_flags(patch: Any) -> list[dict[str, Any]]:
 def _flags_of(patch: Any) -> Iterator[dict[str, Any]]:
     if not isinstance(patch, str):
         return
-    test_files: dict[str, bool] = {}
     try:
         for path in _metadata_files(patch):
-            yield {"file": path[:PATH_LIMIT], "line": None, "marker": "git_metadata_file", "text": ""}
-        for added in added_lines(patch):
-            if added.file not in test_files:
-                test_files[added.file] = bool(_TEST_FILE.search(added.file))
-            for marker, excerpt in line_markers(added.text, test_files[added.file]):
-                yield {"file": added.file[:PATH_LIMIT], "line": added.line, "marker": marker, "text": excerpt}
-    except Exception as exc:  # noqa: BLE001 - the scan is a hint; it must never sink the scoring of a prediction
-        yield {"file": "", "line": None, "marker": "review_incomplete", "text": _printable(type(exc).__name__)}
+            yield _flag(path, None, "git_metadata_file", "")
+        by_file: dict[str, list[Hunk]] = {}
+        for hunk in hunks(patch):
+            by_file.setdefault(hunk.file, []).append(hunk)
+        for file, file_hunks in by_file.items():
+            yield from _file_flags(file, file_hunks)
+    except Exception as exc:  # noqa: BLE001 - the review is a hint; it must never sink the scoring of a prediction
+        yield _flag("", None, "review_incomplete", _printable(type(exc).__name__))
+
+
+def _flag(file: str, line: int | None, marker: str, text: str) -> dict[str, Any]:
+    flag = {"file": file[:PATH_LIMIT], "line": line, "marker": marker, "text": text}
+    return {**flag, "severity": severity_of(flag)}
+
+
+def _file_flags(file: str, file_hunks: list[Hunk]) -> Iterator[dict[str, Any]]:
+    """One file's flags, by line."""
+    in_test_file = bool(_TEST_FILE.search(file))
+    texts = {number: text for hunk in file_hunks for number, text, added in hunk.lines if added}
+    found: set[tuple[int, str]] = set()
+    lower = file.lower()
+    if lower.endswith(PYTHON_SUFFIXES):
+        found = _python_findings(file_hunks, in_test_file)
+    elif lower.endswith(NATIVE_SUFFIXES):
+        for hunk in file_hunks:
+            scanner = NativeScanner()
+            for number, text, added in hunk.lines:
+                markers = scanner.markers(text)  # context lines too: a comment may open before the added ones
+                if added:
+                    found |= {(number, marker) for marker, _ in markers}
+    else:
+        for number, text in texts.items():
+            found |= {(number, marker) for marker, _ in text_markers(text, in_test_file)
+                      if marker not in ("dynamic_code", "ctypes", "pytest_in_code", "skip_from_code")}
+    for number, marker in sorted(found, key=lambda f: (f[0], list(MARKERS).index(f[1]) if f[1] in MARKERS else 99)):
+        text = texts.get(number, "")
+        yield _flag(file, number, marker, _excerpt(text, _hit_position(text, marker, in_test_file)))
+
+
+def _hit_position(text: str, marker: str, in_test_file: bool) -> int:
+    """Where in a long line the excerpt should start: the text scan's hit of the same marker, else the start."""
+    if len(text) <= TEXT_LIMIT:
+        return 0
+    return next((at for found, at in text_markers(text, in_test_file) if found == marker), 0)
+
+
+def _python_findings(file_hunks: list[Hunk], in_test_file: bool) -> set[tuple[int, str]]:
+    """(new line, marker) of every finding on an added line of a Python file's hunks."""
+    aliases: dict[str, str] = {}
+    for hunk in file_hunks:
+        for _, text, _ in hunk.lines:
+            if _IMPORT_LINE.match(text) and len(text) <= LINE_LIMIT:
+                aliases.update(import_aliases(text.strip()))
+    found: set[tuple[int, str]] = set()
+    unparsed: list[int] = []
+    for hunk in file_hunks:
+        if hunk.creates_file:
+            whole = _parsed_findings(hunk.lines, in_test_file, aliases)
+            if whole is None:
+                first_added = next((n for n, _, added in hunk.lines if added), 1)
+                found.add((first_added, "syntax_error"))
+                found |= _text_findings(hunk.lines, in_test_file)
+            else:
+                found |= whole
+            continue
+        whole = _parsed_findings(hunk.lines, in_test_file, aliases)
+        if whole is not None:
+            found |= whole
+            continue
+        for run in _added_runs(hunk.lines):
+            piece = _parsed_findings(run, in_test_file, aliases)
+            if piece is not None:
+                found |= piece
+                continue
+            for entry in run:
+                single = _parsed_findings([entry], in_test_file, aliases)
+                if single is None:
+                    found |= _text_findings([entry], in_test_file)
+                    if entry[1].strip() and not entry[1].strip().startswith("#"):
+                        unparsed.append(entry[0])
+                else:
+                    found |= single
+            found |= {(run[0][0], m) for m in string_pieces_markers([t for _, t, _ in run], in_test_file)}
+    if unparsed:
+        found.add((min(unparsed), "unparsed_code"))
+    return found
+
+
+def _added_runs(lines: list[tuple[int, str, bool]]) -> Iterator[list[tuple[int, str, bool]]]:
+    """The maximal runs of consecutive added lines."""
+    run: list[tuple[int, str, bool]] = []
+    for entry in lines:
+        if entry[2]:
+            run.append(entry)
+        elif run:
+            yield run
+            run = []
+    if run:
+        yield run
+
+
+def _parsed_findings(lines: list[tuple[int, str, bool]], in_test_file: bool,
+                     aliases: dict[str, str]) -> set[tuple[int, str]] | None:
+    """(new line, marker) of the findings on added lines when the lines parse as code (dedented; a block opener
+    given a body; a lone `else:`/`except X:` given its `if`/`try`); None when they do not."""
+    if not any(added for _, _, added in lines):
+        return set()
+    text = textwrap.dedent("\n".join(t for _, t, _ in lines))
+    if len(text) > (PARSE_LIMIT if len(lines) > 1 else LINE_LIMIT):
+        return None
+    numbers = [n for n, _, _ in lines]
+    offset = 0
+    stripped = text.lstrip()
+    if len(lines) == 1 and _BLOCK_CONTINUATIONS.match(stripped):
+        prefix = "try:\n pass\n" if stripped.startswith(("except", "finally")) else \
+            "match x:\n" if stripped.startswith("case") else "if x:\n pass\n"
+        text, offset = prefix + stripped, prefix.count("\n")
+    findings = analyse(text, in_test_file, aliases)
+    if findings is None:  # a block opener (a comment may follow its colon) given a body
+        last = text.rsplit("\n", 1)[-1]
+        findings = analyse(text + "\n" + " " * (len(last) - len(last.lstrip()) + 4) + "pass", in_test_file, aliases)
+    if findings is None:
+        return None
+    added = {n for n, _, a in lines if a}
+    found: set[tuple[int, str]] = set()
+    for finding in findings:
+        span = [numbers[i - 1 - offset] for i in range(finding.first, finding.last + 1)
+                if 0 <= i - 1 - offset < len(numbers)]
+        first_added = next((n for n in span if n in added), None)
+        if first_added is not None:
+            found.add((first_added, finding.marker))
+    return found
+
+
+def _text_findings(lines: list[tuple[int, str, bool]], in_test_file: bool) -> set[tuple[int, str]]:
+    return {(number, marker) for number, text, added in lines if added
+            for marker, _ in text_markers(text, in_test_file)}
 
 
 def line_markers(text: str, in_test_file: bool = False) -> list[tuple[str, str]]:
-    """(marker, excerpt around the first hit) for each marker found in one added line, in a fixed order."""
-    found: dict[str, int] = {}
-    for start, module in _imports(text):
-        marker = _IMPORTED_MODULES.get(module.split(".")[0])
-        if marker is not None:
-            found.setdefault(marker, start)
-        elif module.split(".")[0] == "pytest" and not in_test_file:
-            found.setdefault("pytest_in_code", start)
-    patterns = _PATTERNS if in_test_file else _PATTERNS + _CODE_ONLY_PATTERNS
-    for marker, pattern in patterns:
-        match = pattern.search(text)
-        if match is not None:
-            found.setdefault(marker, match.start())
-    return [(marker, _excerpt(text, start)) for marker, start in found.items()]
+    """(marker, the line's excerpt) for each marker of one line of Python: parsed when it parses on its own, else
+    read as text; in the markers' table order."""
+    parsed = _parsed_findings([(1, text, True)], in_test_file, {})
+    markers = {m for _, m in parsed} if parsed is not None else {m for m, _ in text_markers(text, in_test_file)}
+    order = list(MARKERS)
+    return [(m, _excerpt(text, _hit_position(text, m, in_test_file)))
+            for m in sorted(markers, key=lambda m: order.index(m) if m in order else 99)]
 
 
-def _imports(text: str) -> Iterator[tuple[int, str]]:
-    """(position, module) of what a line imports: `import a, b.c as d` and `from a.b import c` in each statement
-    of a line (split at `;` and `:`, so `if x: import gc` counts), and `__import__("a")` / `import_module("a")`
-    with a literal name."""
-    for statement in _STATEMENT.finditer(text):
-        words = statement.group().split(None, 2)
-        if len(words) >= 2 and words[0] == "import":
-            for part in statement.group().strip()[len("import"):].split(","):
-                name = part.strip().split(" ")[0].strip("()")
-                if name:
-                    yield statement.start(), name
-        elif len(words) >= 3 and words[0] == "from" and words[1][:1] != "." and words[2].startswith("import"):
-            yield statement.start(), words[1]
-    for match in _DYNAMIC_IMPORT.finditer(text):
-        yield match.start(), match.group(1)
-
-
-def added_lines(patch: str) -> Iterator[AddedLine]:
-    """Every line a unified or context diff adds, with its file and new line number.
+def hunks(patch: str) -> Iterator[Hunk]:
+    """The new side of every hunk of a unified or context diff, with its file and line numbers.
 
     Hunk bodies are read by their header's line counts, as git does, so an added line that itself starts with
     `++ ` is not mistaken for a file header. Lines outside hunks (mail text, binary data) are skipped. The file is
@@ -205,11 +324,23 @@ def added_lines(patch: str) -> Iterator[AddedLine]:
         elif match := _HUNK.match(line):
             old_count = 1 if match.group(2) is None else int(match.group(2))
             new_count = 1 if match.group(4) is None else int(match.group(4))
-            index = yield from _unified_hunk(lines, index, current, int(match.group(3)), old_count, new_count)
+            hunk = Hunk(current, creates_file=old_count == 0 and int(match.group(3)) <= 1)
+            index = _unified_hunk(lines, index, hunk, int(match.group(3)), old_count, new_count)
+            yield hunk
         elif match := _CONTEXT_NEW_RANGE.match(line):
             first = int(match.group(1))
             last = first if match.group(2) is None else int(match.group(2))
-            index = yield from _context_new_section(lines, index, current, first, last)
+            hunk = Hunk(current)
+            index = _context_new_section(lines, index, hunk, first, last)
+            yield hunk
+
+
+def added_lines(patch: str) -> Iterator[AddedLine]:
+    """Every line a unified or context diff adds, with its file and new line number (see `hunks`)."""
+    for hunk in hunks(patch):
+        for number, text, added in hunk.lines:
+            if added:
+                yield AddedLine(hunk.file, number, text)
 
 
 def _is_context_range(line: str) -> bool:
@@ -217,18 +348,18 @@ def _is_context_range(line: str) -> bool:
     return bool(_CONTEXT_OLD_RANGE.match(line) or _CONTEXT_NEW_RANGE.match(line))
 
 
-def _unified_hunk(lines: list[str], index: int, file: str, number: int, old_left: int,
-                  new_left: int) -> Generator[AddedLine, None, int]:
-    """Yield a unified hunk's added lines; return the index after its body."""
+def _unified_hunk(lines: list[str], index: int, hunk: Hunk, number: int, old_left: int, new_left: int) -> int:
+    """Read a unified hunk's new side into `hunk`; return the index after its body."""
     while index < len(lines) and (old_left > 0 or new_left > 0):
         line = lines[index].removesuffix("\r")
         tag = line[:1]
         if tag == "+" and new_left > 0:
-            yield AddedLine(file, number, line[1:])
+            hunk.lines.append((number, line[1:], True))
             number, new_left = number + 1, new_left - 1
         elif tag == "-" and old_left > 0:
             old_left -= 1
         elif tag in (" ", "") and old_left > 0 and new_left > 0:  # git writes an empty context line as " "
+            hunk.lines.append((number, line[1:], False))
             number, old_left, new_left = number + 1, old_left - 1, new_left - 1
         elif tag != "\\":  # "\ No newline at end of file" belongs to the hunk; anything else ends it
             break
@@ -236,15 +367,17 @@ def _unified_hunk(lines: list[str], index: int, file: str, number: int, old_left
     return index
 
 
-def _context_new_section(lines: list[str], index: int, file: str, first: int,
-                         last: int) -> Generator[AddedLine, None, int]:
-    """Yield the added (`+ `) and changed (`! `) lines of a context diff's new-file section; return the index after."""
+def _context_new_section(lines: list[str], index: int, hunk: Hunk, first: int, last: int) -> int:
+    """Read a context diff's new-file section (`+ ` and `! ` added, `  ` context) into `hunk`; return the index
+    after it."""
     number = first
     while index < len(lines) and number <= last:
         line = lines[index].removesuffix("\r")
         if line[:2] in ("+ ", "! "):
-            yield AddedLine(file, number, line[2:])
-        elif line[:2] != "  ":
+            hunk.lines.append((number, line[2:], True))
+        elif line[:2] == "  ":
+            hunk.lines.append((number, line[2:], False))
+        else:
             break
         number += 1
         index += 1
