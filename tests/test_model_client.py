@@ -2,18 +2,22 @@
 containers: the retry policy against a transport that fails on demand (a clock and a sleep of the test's own, so
 nothing depends on time), the HTTP transport and the preflight against the real scripted server answering the
 failures a real endpoint gives (401, 404, a 400 about tool choice or the context length, 500, a request never
-answered) and a port nobody listens on, the manager through the client, and an unusable reply kept raw."""
+answered) and a port nobody listens on, the manager and the relay through the client, and unusable replies kept
+as the model sent them (mini-swe-agent's loop on a local work tree, the relay)."""
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from asyncodebench.agents.adapter import CallLimits, ModelEndpoint
+from asyncodebench.agents.adapter import AgentSpec, CallLimits, CommandResult, ModelEndpoint
 from asyncodebench.agents.manager import PLAN, Manager, ManagerLimits, Team
 from asyncodebench.agents.miniswe import unusable_reply
 from asyncodebench.agents.model_client import (
@@ -31,8 +35,9 @@ from asyncodebench.agents.model_client import (
     http_transport,
 )
 from asyncodebench.agents.preflight import PreflightError, check_endpoint
+from asyncodebench.agents.relay import ModelRelay
 from asyncodebench.agents.scripted_server import ScriptedServer, parse_scripts
-from asyncodebench.agents.trajectory import read_trajectory
+from asyncodebench.agents.trajectory import TrajectoryWriter, read_trajectory
 
 TOOLS_MESSAGE = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 CONTEXT_MESSAGE = ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens. "
@@ -254,3 +259,81 @@ def test_an_unusable_reply_is_kept_raw_and_bounded() -> None:
     kept = unusable_reply(response)
     assert len(kept["content"]) == 8_000 and kept["finish_reason"] == "tool_calls"
     assert kept["tool_calls"] == [{"name": "python", "arguments": "{broken"}]
+
+
+class Unusable(BaseHTTPRequestHandler):
+    """An upstream answering its first request with a 500, then with a call of an unknown tool whose arguments are
+    not JSON."""
+
+    served = 0
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        Unusable.served += 1
+        if Unusable.served == 1:
+            status, body = 500, {"error": {"message": "warming up"}}
+        else:
+            status, body = 200, {"choices": [{"message": {"role": "assistant", "content": "running it", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "python", "arguments": "{broken"}}]}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3}}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_the_relay_retries_through_the_client_and_keeps_unusable_tool_calls_as_sent(tmp_path: Path) -> None:
+    Unusable.served = 0
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Unusable)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
+        relay = ModelRelay(ModelEndpoint("m", url, None, CallLimits(5, 30, None)), 5,
+                           TrajectoryWriter(tmp_path / "t.jsonl"))
+        relay.client.announce = lambda line: None
+        body = json.dumps({"messages": [{"role": "user", "content": "go"}]}).encode()
+        status, _ = relay.handle("POST", "/v1/chat/completions", body)
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    assert status == 200 and relay.client.retries == 1 and relay.failures == []
+    lines = read_trajectory(tmp_path / "t.jsonl")
+    (retry,) = [t for t in lines if t["type"] == "retry"]
+    assert (retry["failure"], retry["status"], retry["message"]) == ("server_error", 500, "warming up")
+    (response,) = [t for t in lines if t["type"] == "response"]
+    assert response["unusable_tool_calls"] == [{"name": "python", "arguments": "{broken"}]
+
+
+class LocalWorkspace:
+    """A work tree on this machine: the agent loop needs somewhere to run its commands, and this test is about what
+    its trajectory records of the model, not about containers."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = str(workdir)
+
+    def execute(self, command: str, timeout: float | None = None) -> CommandResult:
+        done = subprocess.run(["bash", "-c", command], cwd=self.workdir, capture_output=True, text=True,
+                              timeout=timeout or 60)
+        return CommandResult(done.stdout + done.stderr, done.returncode, 0.0, False)
+
+
+def test_mini_swe_agent_keeps_a_prose_reply_as_the_model_sent_it(tmp_path: Path) -> None:
+    from asyncodebench.agents.miniswe import SUBMIT, MiniSweAgent
+
+    scripts = parse_scripts({"a": [{"content": "I think the cache needs a lock."}, f"echo {SUBMIT}"]})
+    with ScriptedServer(scripts) as server:
+        trajectory = tmp_path / "scenario" / "trajectories" / "a.jsonl"
+        spec = AgentSpec("a", "single", (), "fix it", ModelEndpoint("scripted/a", server.base_url, None,
+                                                                      CallLimits(5, 5, 600)), trajectory)
+        run = MiniSweAgent().run(spec, LocalWorkspace(tmp_path), 5)
+    assert (run.termination_reason, run.usage.responses, run.retries) == ("agent_finish", 2, 0)
+    (error,) = [t for t in read_trajectory(trajectory) if t["type"] == "format_error"]
+    assert error["reply"] == {"content": "I think the cache needs a lock.", "tool_calls": [],
+                              "finish_reason": "stop"}
+    summary = read_trajectory(trajectory)[-1]
+    assert summary["model_calls"] == {"retries": 0, "timeouts": 0, "limits": {
+        "request_timeout": 5, "retry_seconds": 5, "agent_seconds": 600}}

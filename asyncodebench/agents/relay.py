@@ -166,8 +166,14 @@ class ModelRelay:
             if isinstance(call, dict):
                 self._calls[str(call.get("id"))] = _command(call) or ""
         self._last = (content, commands)
+        # tool calls without a usable bash command (another tool, arguments that are not JSON): kept as sent, bounded
+        calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+        unusable = [{"name": str(_dict(c.get("function")).get("name"))[:200],
+                     "arguments": str(_dict(c.get("function")).get("arguments"))[:OUTPUT_CHARS // 10]}
+                    for c in calls[:8] if isinstance(c, dict) and _command(c) is None]
         self.writer.write("response", content=content, commands=list(commands), prompt_tokens=prompt,
-                          completion_tokens=completion, model_seconds=seconds)
+                          completion_tokens=completion, model_seconds=seconds,
+                          **({"unusable_tool_calls": unusable} if unusable else {}))
 
     def _error(self, status: int, code: str, message: str) -> tuple[int, dict[str, Any]]:
         if self.errors_written < MAX_ERROR_LINES:
