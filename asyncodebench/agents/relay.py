@@ -167,7 +167,8 @@ class ModelRelay:
                 self._calls[str(call.get("id"))] = _command(call) or ""
         self._last = (content, commands)
         # tool calls without a usable bash command (another tool, arguments that are not JSON): kept as sent, bounded
-        calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+        calls = message.get("tool_calls")
+        calls = calls if isinstance(calls, list) else []
         unusable = [{"name": str(_dict(c.get("function")).get("name"))[:200],
                      "arguments": str(_dict(c.get("function")).get("arguments"))[:OUTPUT_CHARS // 10]}
                     for c in calls[:8] if isinstance(c, dict) and _command(c) is None]
