@@ -337,3 +337,10 @@ def test_mini_swe_agent_keeps_a_prose_reply_as_the_model_sent_it(tmp_path: Path)
     summary = read_trajectory(trajectory)[-1]
     assert summary["model_calls"] == {"retries": 0, "timeouts": 0, "limits": {
         "request_timeout": 5, "retry_seconds": 5, "agent_seconds": 600}}
+
+
+def test_the_preflight_gives_up_at_once_on_a_host_that_cannot_be_reached() -> None:
+    unreachable = ModelEndpoint("m", "http://no-such-host.invalid:8000/v1", None, CallLimits(5, 600, None))
+    with pytest.raises(PreflightError) as raised:
+        check_endpoint(unreachable)
+    assert raised.value.configuration and "cannot be reached" in str(raised.value)

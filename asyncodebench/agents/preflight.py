@@ -2,9 +2,10 @@
 model, its key, a `bash` tool), so that a configuration that cannot work stops the run at once with its cause and
 its fix instead of finishing every scenario as a model failure.
 
-A refused key, an unknown model, nothing listening and a server without tool calls are configuration errors
-(`PreflightError.configuration`); an endpoint that keeps failing for another reason through the retry window is an
-infrastructure one. An answer without a tool call is said, not refused (a model may ignore a tool once).
+A refused key, an unknown model, nothing listening (or a host that cannot be reached) and a server without tool
+calls are configuration errors (`PreflightError.configuration`); an endpoint that keeps failing for another reason
+through the retry window is an infrastructure one. An answer without a tool call is said, not refused (a model may
+ignore a tool once).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from asyncodebench.agents.model_client import (
     NOT_FOUND,
     REFUSED,
     TOOLS_UNSUPPORTED,
+    UNREACHABLE,
     EndpointError,
     ModelClient,
     Transport,
@@ -30,7 +32,8 @@ PREFLIGHT_TOOL = {"type": "function", "function": {
 PREFLIGHT_REQUEST = {
     "messages": [{"role": "user", "content": "A connection check: call the bash tool with the command `true`."}],
     "tools": [PREFLIGHT_TOOL], "max_tokens": 512}
-CONFIGURATION_KINDS = frozenset({AUTH, NOT_FOUND, REFUSED, TOOLS_UNSUPPORTED, BAD_REQUEST, CONTEXT_WINDOW})
+CONFIGURATION_KINDS = frozenset({AUTH, NOT_FOUND, REFUSED, UNREACHABLE, TOOLS_UNSUPPORTED, BAD_REQUEST,
+                                 CONTEXT_WINDOW})
 
 
 class PreflightError(Exception):
@@ -55,7 +58,8 @@ def check_endpoint(endpoint: ModelEndpoint, transport: Transport | None = None) 
     Raises:
         PreflightError: naming the cause and the fix.
     """
-    client = ModelClient(endpoint, "preflight", give_up_on=frozenset({REFUSED}), transport=transport)
+    # Nothing listening, or a host that cannot be reached, is a wrong --base-url far more often than a passing fault.
+    client = ModelClient(endpoint, "preflight", give_up_on=frozenset({REFUSED, UNREACHABLE}), transport=transport)
     try:
         answer = client.complete(PREFLIGHT_REQUEST)
     except EndpointError as exc:
@@ -80,6 +84,7 @@ def _cause(endpoint: ModelEndpoint, kind: str) -> str:
         AUTH: f"{_where(endpoint)} refused the key",
         NOT_FOUND: f"{_where(endpoint)} does not know the model {endpoint.name!r} (or has no /chat/completions there)",
         REFUSED: f"nothing listens at {_where(endpoint)}",
+        UNREACHABLE: f"{_where(endpoint)} cannot be reached",
         TOOLS_UNSUPPORTED: f"{_where(endpoint)} does not accept tool calls",
         BAD_REQUEST: f"{_where(endpoint)} rejected a minimal chat-completion request",
         CONTEXT_WINDOW: f"{_where(endpoint)} found a one-line prompt too long for its context window",
@@ -96,7 +101,7 @@ def _fix(endpoint: ModelEndpoint, kind: str) -> str:
             return (f"give --model as the server lists it at {endpoint.base_url.rstrip('/')}/models, and a --base-url "
                     "that ends where /chat/completions is served (usually .../v1)")
         return "give a litellm model id, such as anthropic/claude-sonnet-4-5, or --base-url for your own server"
-    if kind == REFUSED:
+    if kind in (REFUSED, UNREACHABLE):
         return "start the model server, or give --base-url its host, port and path (e.g. http://127.0.0.1:8000/v1)"
     if kind == TOOLS_UNSUPPORTED:
         return ("agents act through a bash tool: start vLLM with --enable-auto-tool-choice and the --tool-call-parser "
