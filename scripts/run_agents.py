@@ -23,9 +23,15 @@ Outputs go to <output-dir>/<run-id>/: predictions.jsonl (printed on stdout when 
 scenario a folder with each agent's trajectory (trajectories/<agent>.jsonl), its patch (patches/<agent>.diff) and
 the scenario's prediction.json. Rerunning the same command resumes: finished scenarios are kept.
 
-Exit codes: 0 every chosen scenario finished; 2 bad arguments, or a run folder in use or started with other
-settings; 3 infrastructure error (dataset, daemon, image: the scenarios it hit are not finished; rerun to resume);
-130 interrupted.
+Before the first scenario, one request checks the endpoint (preflight): a refused key, an unknown model, nothing
+listening at --base-url or a server without tool calls stops the run at once (exit 2), nothing written. Every model
+call is retried after transport errors (exponential waits, one stderr line each) for --endpoint-retry-seconds; a
+scenario in which an agent or the manager still could not use its model is invalid (METRICS section 9): not a
+prediction, reported, and redone by a rerun of the same command.
+
+Exit codes: 0 every chosen scenario finished; 2 bad arguments, a configuration the preflight refused, or a run
+folder in use or started with other settings; 3 infrastructure error (dataset, daemon, image, an endpoint that
+kept failing: the scenarios it hit are not finished, or invalid; rerun to resume); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncodebench import cli
+from asyncodebench.agents.adapter import DEFAULT_AGENT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_RETRY_SECONDS
 from asyncodebench.agents.registry import AGENTS, DEFAULT_AGENT
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
@@ -62,6 +69,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget", type=cli.positive_int, default=None,
                         help="model responses per agent run (default: the scenario's, 100 in the release); also caps "
                              "the manager's responses per event and in all")
+    parser.add_argument("--request-timeout", type=cli.positive_int, default=int(DEFAULT_REQUEST_TIMEOUT_SECONDS),
+                        help="seconds one model request may take before it is abandoned (and retried)")
+    parser.add_argument("--endpoint-retry-seconds", type=cli.positive_int, default=int(DEFAULT_RETRY_SECONDS),
+                        help="seconds a failing model call is retried (unreachable, timeout, 429, 5xx), from its "
+                             "first failed attempt; then the agent's run, and its scenario, are invalid")
+    parser.add_argument("--agent-seconds", type=int, default=int(DEFAULT_AGENT_SECONDS),
+                        help="wall-clock seconds of one agent run, its model calls and commands (0: no limit); a "
+                             "run that reaches it ends as wall_clock_timeout")
     parser.add_argument("--command-timeout", type=cli.positive_int, default=300,
                         help="seconds one agent command may run in the container")
     parser.add_argument("--memory", type=cli.memory_size, default="4g", help="container memory limit, no swap")
@@ -87,6 +102,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--scripts {args.scripts} is not a file")
     if args.model == "scripted" and args.base_url:
         parser.error("--model scripted starts its own server; leave out --base-url")
+    if args.agent_seconds < 0:
+        parser.error("--agent-seconds takes a number of seconds, or 0 for no limit")
     if args.ray_address is not None and args.executor != "ray":
         parser.error("--ray-address goes with --executor ray")
     if args.executor == "ray":
@@ -126,7 +143,8 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     import dataclasses
     import hashlib
 
-    from asyncodebench.agents.adapter import ModelEndpoint
+    from asyncodebench.agents.adapter import CallLimits, ModelEndpoint
+    from asyncodebench.agents.preflight import PreflightError, check_endpoint
     from asyncodebench.agents.registry import make_adapter
     from asyncodebench.agents.runfolder import SettingsChangedError, check_settings
     from asyncodebench.agents.runner import run_all
@@ -144,12 +162,21 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     settings = Settings(limits=Limits(args.memory, args.cpus, args.pids))
     adapter = make_adapter(args.agent)
     scripted = scripts is not None
+    limits = CallLimits(args.request_timeout, args.endpoint_retry_seconds, args.agent_seconds or None)
     endpoint = ModelEndpoint(args.model, args.base_url, args.api_key_env or ("OPENAI_API_KEY" if args.base_url
-                                                                             else None))
+                                                                             else None), limits)
+    if not scripted:  # before anything is written: a configuration that cannot work stops here
+        try:
+            found = check_endpoint(endpoint)
+        except PreflightError as exc:
+            raise cli.Exit(cli.EXIT_BAD_ARGUMENTS if exc.configuration else cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
+        if found.note:
+            print(found.note, file=sys.stderr)
     recorded = {
         "dataset": published.describe(), "agent": f"{adapter.name} {adapter.version}", "model": args.model,
         "base_url": None if scripted else args.base_url, "name": args.name or args.model, "budget": args.budget,
-        "command_timeout_seconds": args.command_timeout, "limits": dataclasses.asdict(settings.limits),
+        "command_timeout_seconds": args.command_timeout, "agent_seconds": limits.agent_seconds,
+        "limits": dataclasses.asdict(settings.limits),
         "scripts_sha256": hashlib.sha256(args.scripts.read_bytes()).hexdigest() if scripted else None,
     }
     specs = {s.spec.task_id: s.spec for s in scenarios}
@@ -167,7 +194,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
             try:
                 with server as running:
                     if running is not None:  # the scripted server
-                        endpoint = ModelEndpoint("scripted", running.base_url, None)
+                        endpoint = ModelEndpoint("scripted", running.base_url, None, limits)
                     config = RunnerConfig(run_dir, key, args.name or args.model, adapter, endpoint, scripted,
                                           args.budget, args.command_timeout, settings, args.max_workers,
                                           args.executor, args.ray_address, args.pull)
@@ -183,9 +210,16 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     print(f"{len(summary.lines)} of {len(scenarios)} scenarios finished ({summary.reused} from an earlier start) in "
           f"{run_dir}", file=sys.stderr)
     print(run_dir / "predictions.jsonl")
+    problems = []
     if summary.failed:
-        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, f"{len(summary.failed)} scenario(s) not finished (see above); rerun "
-                                                f"the command to resume: "
+        problems.append(f"{len(summary.failed)} scenario(s) not finished (see above)")
+    if summary.invalid:
+        causes = "; ".join(f"{scenario_id}: {why}" for scenario_id, why in summary.invalid.items())
+        problems.append(f"{len(summary.invalid)} scenario(s) invalid, not results (a model endpoint failed: "
+                        f"{causes[:2000]})")
+    if problems:
+        raise cli.Exit(cli.EXIT_INFRASTRUCTURE, f"{'; '.join(problems)}; fix the cause and rerun the same command "
+                                                f"(same --run-id and --base-url) to redo exactly those: "
                                                 f"{cli.resume_command(__file__, sys.argv[1:], run_id)}")
     return cli.EXIT_OK
 

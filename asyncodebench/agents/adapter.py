@@ -27,6 +27,25 @@ CONTEXT_WINDOW_ERROR, PROVIDER_ERROR, WALL_CLOCK_TIMEOUT, EXECUTION_ERROR = (
     "context_window_error", "provider_or_transport_error", "wall_clock_timeout", "execution_error")
 
 
+# What invalidates a scenario (METRICS section 9): an agent or the manager ended because its model could not be used.
+INVALID_TERMINATIONS = frozenset({CONTEXT_WINDOW_ERROR, PROVIDER_ERROR})
+
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 600.0
+DEFAULT_RETRY_SECONDS = 600.0
+DEFAULT_AGENT_SECONDS = 21_600.0
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """How long model calls may take (`model_client.ModelClient` applies them): one request (`request_timeout`), the
+    retries of one failing call (`retry_seconds`, counted from the start of its first failed attempt), and one agent
+    run in all (`agent_seconds`, None: no limit; the manager's calls have none)."""
+
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+    retry_seconds: float = DEFAULT_RETRY_SECONDS
+    agent_seconds: float | None = DEFAULT_AGENT_SECONDS
+
+
 @dataclass(frozen=True)
 class ModelEndpoint:
     """Which model an agent asks, and where: `name` as the endpoint knows it; `base_url` of an OpenAI-compatible
@@ -36,6 +55,7 @@ class ModelEndpoint:
     name: str
     base_url: str | None = None
     api_key_env: str | None = None
+    limits: CallLimits = CallLimits()
 
     def to_record(self) -> dict[str, Any]:
         """The endpoint as settings and predictions record it."""
@@ -130,7 +150,8 @@ class Usage:
 @dataclass(frozen=True)
 class AgentRun:
     """How one agent's run ended. `termination_reason` is one of the constants above; `exit_status` is the
-    adapter's own word for it; `detail` says more when the run failed."""
+    adapter's own word for it; `detail` says more when the run failed; `retries` and `timeouts` count the model
+    calls' waits before another attempt and attempts that got no answer in time (`model_client.ModelClient`)."""
 
     agent_id: str
     termination_reason: str
@@ -141,6 +162,8 @@ class AgentRun:
     finished_at: str
     trajectory: Path
     detail: str = ""
+    retries: int = 0
+    timeouts: int = 0
 
     def to_record(self, relative_to: Path) -> dict[str, Any]:
         """The run as the scenario record keeps it, the trajectory as a path relative to the run folder."""

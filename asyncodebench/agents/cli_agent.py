@@ -12,7 +12,10 @@ command does (`container.AgentWorkspace.execute`); a host watchdog kills the con
 
 How a run ended is decided on the trusted side: the relay's refusal of a request over budget is `iteration_limit`
 whatever the agent says; otherwise the agent's exit code is mapped by the adapter's `exit_reasons` (the agent's own
-word, as mini-swe-agent's submit is), and a run that ended after failed model calls is a provider error.
+word, as mini-swe-agent's submit is). A model call the endpoint failed for good (after the model client's retries:
+unreachable, timed out, 5xx, a refused key) makes the run `provider_or_transport_error`, invalid, whatever the agent
+did next; an answer to a request the agent shaped itself (400: bad parameters, a prompt over the context window)
+counts against the agent (`execution_error`), so an agent cannot make itself an infrastructure error.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from asyncodebench.agents.adapter import (
     AGENT_FINISH,
     EXECUTION_ERROR,
     ITERATION_LIMIT,
-    PROVIDER_ERROR,
     STUCK_DETECTED,
     WALL_CLOCK_TIMEOUT,
     AgentRun,
@@ -40,6 +42,7 @@ from asyncodebench.agents.adapter import (
     now,
 )
 from asyncodebench.agents.container import AGENT_ENV, DROP_PRIVILEGES, KILL_GRACE_SECONDS, AgentWorkspace
+from asyncodebench.agents.model_client import BAD_REQUEST, CONTEXT_WINDOW, TOOLS_UNSUPPORTED
 from asyncodebench.agents.relay import ModelRelay
 from asyncodebench.agents.trajectory import TrajectoryWriter
 from asyncodebench.harness.sandbox import IO_DIR, WATCHDOG_MARGIN_SECONDS, SandboxUnavailableError
@@ -50,6 +53,7 @@ MAX_LINE_BYTES = 48 << 20  # one request line of the bridge (a 16 MiB body, JSON
 STDERR_TAIL_BYTES = 64 << 10
 # The run's wall-clock limit: per model response, one command's limit and this much for the model call.
 MODEL_CALL_SLACK_SECONDS, START_SLACK_SECONDS = 120, 300
+AGENT_SHAPED = frozenset({BAD_REQUEST, CONTEXT_WINDOW, TOOLS_UNSUPPORTED})  # failures the agent's request caused
 
 
 @dataclass
@@ -76,9 +80,12 @@ class CliAgent:
             raise TypeError(f"{self.name} runs inside a task container: give it a container.AgentWorkspace, not "
                             f"{type(workspace).__name__}")
         writer = TrajectoryWriter(agent.trajectory)
-        relay = ModelRelay(agent.model, budget, writer, inbox=agent.inbox)
         started, clock = now(), time.monotonic()
         limit = int(budget * (workspace.command_timeout + MODEL_CALL_SLACK_SECONDS) + START_SLACK_SECONDS)
+        if agent.model.limits.agent_seconds:
+            limit = min(limit, max(1, int(agent.model.limits.agent_seconds)))
+        relay = ModelRelay(agent.model, budget, writer, inbox=agent.inbox, deadline=clock + limit,
+                           label=f"{agent.trajectory.parent.parent.name} {agent.agent_id}")
         try:
             ended = self._session(agent, workspace, relay, limit)
         except SandboxUnavailableError:
@@ -88,7 +95,7 @@ class CliAgent:
         usage = Usage(relay.usage.prompt_tokens, relay.usage.completion_tokens, relay.usage.responses,
                       round(time.monotonic() - clock, 3))
         run = AgentRun(agent.agent_id, reason, exit_status, reason == ITERATION_LIMIT, usage, started, now(),
-                       agent.trajectory, detail)
+                       agent.trajectory, detail, relay.client.retries, relay.client.timeouts)
         writer.write("exit", exit_status=exit_status, content=ended.stderr[-4000:])
         writer.write("summary", agent=f"{self.name} {self.version}", termination_reason=reason,
                      exit_status=exit_status, iteration_cap_hit=run.iteration_cap_hit, detail=detail,
@@ -121,10 +128,13 @@ class CliAgent:
         if ended.exec_code in (124, 137) and ended.agent_code is None:
             return WALL_CLOCK_TIMEOUT, "TimeExceeded", f"the agent ran longer than its limit of {limit} s"
         status = f"exit {ended.agent_code}"
+        endpoint_failures = [f for f in relay.failures if f.failure.kind not in AGENT_SHAPED]
+        if endpoint_failures:  # the endpoint itself failed: whatever the agent made of it, its run is invalid
+            return endpoint_failures[-1].termination_reason, status, str(endpoint_failures[-1])
         if ended.agent_code in self.exit_reasons:
             return self.exit_reasons[ended.agent_code], status, ""
-        if relay.upstream_errors:
-            return PROVIDER_ERROR, status, relay.upstream_errors[-1]
+        if relay.upstream_errors:  # answers to requests the agent shaped (400s): the agent's, not the endpoint's
+            return EXECUTION_ERROR, status, relay.upstream_errors[-1]
         return EXECUTION_ERROR, status, f"the agent stopped without finishing: {ended.stderr[-2000:]}"
 
 

@@ -17,10 +17,9 @@ is told why and asked again while its budget lasts. Model output is hostile: siz
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +32,7 @@ from asyncodebench.agents.adapter import (
     Usage,
     now,
 )
+from asyncodebench.agents.model_client import EndpointError, ModelClient
 from asyncodebench.agents.trajectory import TrajectoryWriter
 
 MANAGER_ID = "manager"
@@ -196,34 +196,47 @@ class ManagerLimits:
 Complete = Callable[[ModelEndpoint, list[dict[str, str]]], tuple[str | None, int, int]]
 
 
-def complete(endpoint: ModelEndpoint, messages: list[dict[str, str]]) -> tuple[str | None, int, int]:
-    """One chat completion: the reply's text and its prompt and completion tokens. Imports litellm (seconds) only
-    when a manager first asks."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+def complete(client: ModelClient, messages: list[dict[str, str]]) -> tuple[str | None, int, int]:
+    """One chat completion through the run's model client (its retries and timeouts): the reply's text and its
+    prompt and completion tokens.
 
-    name, kwargs = endpoint.litellm_args()
-    kwargs["num_retries"] = 0
-    response = litellm.completion(model=name, messages=messages, **kwargs)
-    usage = getattr(response, "usage", None)
-    return (response.choices[0].message.content, int(getattr(usage, "prompt_tokens", 0) or 0),
-            int(getattr(usage, "completion_tokens", 0) or 0))
+    Raises:
+        EndpointError: the endpoint could not answer (after the client's retries).
+    """
+    answer = client.complete({"messages": messages})
+    choice = _dict(answer["choices"][0])
+    message, usage = _dict(choice.get("message")), _dict(answer.get("usage"))
+    content = message.get("content")
+    return (content if isinstance(content, str) else None, _count(usage.get("prompt_tokens")),
+            _count(usage.get("completion_tokens")))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 class Manager:
     """One persistent manager conversation over a protocol's events, within its budget.
 
     `decide(prompt, moment)` asks for the actions of one event and returns the accepted ones ([] when the budget
-    ran out or the model failed: the protocol goes on without the manager from then on). Every reply, rejection
-    and stop is written to the trajectory and, through `record`, to the scenario's events.
+    ran out or the model failed: the protocol goes on without the manager from then on, and a manager whose
+    endpoint failed makes the scenario invalid, METRICS section 9). Every reply, rejection, retry and stop is
+    written to the trajectory and, through `record`, to the scenario's events. `ask` replaces the model client
+    (tests).
     """
 
     def __init__(self, endpoint: ModelEndpoint, limits: ManagerLimits, team: Team, system: str, trajectory: Path,
-                 record: Callable[..., None], ask: Complete = complete) -> None:
+                 record: Callable[..., None], ask: Complete | None = None) -> None:
         self.endpoint, self.limits, self.team, self.trajectory = endpoint, limits, team, trajectory
-        self.record, self.ask = record, ask
-        self.messages = [{"role": "system", "content": system}]
         self.writer = TrajectoryWriter(trajectory)
+        self.client = ModelClient(endpoint, f"{trajectory.parent.parent.name} {MANAGER_ID}", self.writer.write)
+        self.record = record
+        self.ask: Complete = ask or (lambda _endpoint, messages: complete(self.client, messages))
+        self.messages = [{"role": "system", "content": system}]
         self.writer.write("message", role="system", content=system)
         self.usage = Usage()
         self.stopped: str | None = None  # why the manager stopped (a termination reason), None while active
@@ -240,7 +253,10 @@ class Manager:
                 return []
             try:
                 content, prompt_tokens, completion_tokens = self.ask(self.endpoint, self.messages)
-            except Exception as exc:  # the model's client raises many unrelated types; the manager stops
+            except EndpointError as exc:
+                self._stop(exc.termination_reason, f"{type(exc).__name__}: {str(exc)[-2000:]}")
+                return []
+            except Exception as exc:  # an injected `ask` may raise anything; the manager stops
                 self._stop(PROVIDER_ERROR, f"{type(exc).__name__}: {str(exc)[-2000:]}")
                 return []
             self.usage = self.usage + Usage(prompt_tokens, completion_tokens, 1)
@@ -291,7 +307,9 @@ class Manager:
                           limits=self.limits.to_record(), interventions=self.team.interventions,
                           usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                                  "total_tokens": usage.total_tokens, "responses": usage.responses,
-                                 "seconds": usage.seconds})
+                                 "seconds": usage.seconds},
+                          model_calls={"retries": self.client.retries, "timeouts": self.client.timeouts,
+                                       "limits": asdict(self.endpoint.limits)})
         self.writer.close()
         return AgentRun(MANAGER_ID, reason, reason, reason == ITERATION_LIMIT, usage, self.started_at, now(),
-                        self.trajectory, self.detail)
+                        self.trajectory, self.detail, self.client.retries, self.client.timeouts)

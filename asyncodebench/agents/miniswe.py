@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import asdict
 from typing import Any
 
 # Before mini-swe-agent and litellm are imported: no start-up banner, and litellm's cost map from its own package
@@ -24,6 +25,7 @@ import minisweagent  # noqa: E402
 from minisweagent.agents.default import DefaultAgent  # noqa: E402
 from minisweagent.exceptions import Submitted  # noqa: E402
 from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
+from minisweagent.models.utils.actions_toolcall import BASH_TOOL  # noqa: E402
 
 from asyncodebench.agents.adapter import (  # noqa: E402
     AGENT_FINISH,
@@ -43,6 +45,7 @@ from asyncodebench.agents.adapter import (  # noqa: E402
     now,
 )
 from asyncodebench.agents.container import WorkspaceLostError  # noqa: E402
+from asyncodebench.agents.model_client import EndpointError, ModelClient  # noqa: E402
 from asyncodebench.agents.trajectory import OUTPUT_CHARS, TrajectoryWriter  # noqa: E402
 from asyncodebench.harness.sandbox import SandboxUnavailableError  # noqa: E402
 
@@ -71,23 +74,35 @@ FORMAT_ERROR_TEMPLATE = (
     "Your reply could not be used: {{ error }}\nCall the `bash` tool with exactly one command, or call it with "
     f"`echo {SUBMIT}` alone when you are done."
 )
+REPLY_CHARS, MAX_CALLS_KEPT = 8_000, 8  # of an unusable reply kept in the trajectory
 EXIT_REASONS = {"Submitted": AGENT_FINISH, "LimitsExceeded": ITERATION_LIMIT, "TimeExceeded": WALL_CLOCK_TIMEOUT,
                 "RepeatedFormatError": STUCK_DETECTED}
 
 
 class EndpointModel(LitellmModel):
-    """mini-swe-agent's litellm model, where a 400 answer (a bad request, or a scripted server's used-up script)
-    ends the run at once: asking again cannot change it."""
+    """mini-swe-agent's litellm model whose requests go through the runner's `ModelClient` (its retries, timeouts
+    and records); mini-swe-agent's own retry loop never retries (every exception aborts), so the client's count."""
 
-    abort_exceptions = [*LitellmModel.abort_exceptions, litellm.exceptions.BadRequestError]
+    abort_exceptions = [Exception, KeyboardInterrupt]  # type: ignore[list-item]  # tenacity takes BaseExceptions
+
+    def __init__(self, *, client: ModelClient | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.client = client
+
+    def _query(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
+        if self.client is None:
+            return super()._query(messages, **kwargs)
+        return litellm.ModelResponse(**self.client.complete({"messages": messages, "tools": [BASH_TOOL], **kwargs}))
 
 
-def endpoint_model(endpoint: ModelEndpoint) -> EndpointModel:
+def endpoint_model(endpoint: ModelEndpoint, client: ModelClient | None = None) -> EndpointModel:
     """The model for `endpoint`: an OpenAI-compatible server at `base_url` (the name sent as it is), or a litellm
-    model id. Costs are not priced (0 unless litellm knows the model); tokens are counted from the responses."""
+    model id, asked through `client` (default: a client of its own without records). Costs are not priced (0
+    unless litellm knows the model); tokens are counted from the responses."""
     name, kwargs = endpoint.litellm_args()
     return EndpointModel(model_name=name, model_kwargs=kwargs, cost_tracking="ignore_errors",
-                         observation_template=OBSERVATION_TEMPLATE, format_error_template=FORMAT_ERROR_TEMPLATE)
+                         observation_template=OBSERVATION_TEMPLATE, format_error_template=FORMAT_ERROR_TEMPLATE,
+                         client=client or ModelClient(endpoint, endpoint.name))
 
 
 class ContainerEnvironment:
@@ -158,7 +173,7 @@ class RecordingAgent(DefaultAgent):
         elif extra.get("inbox"):
             self.writer.write("inbox", content=content)
         elif extra.get("interrupt_type") == "FormatError":
-            self.writer.write("format_error", content=content, **tokens)
+            self.writer.write("format_error", content=content, reply=unusable_reply(extra.get("response")), **tokens)
         else:
             self.writer.write("message", role=role, content=content)
 
@@ -171,6 +186,20 @@ class RecordingAgent(DefaultAgent):
                   "completion_tokens": int(usage.get("completion_tokens") or 0)}
         self.usage = self.usage + Usage(tokens["prompt_tokens"], tokens["completion_tokens"], 1)
         return tokens
+
+
+def unusable_reply(response: Any) -> dict[str, Any]:
+    """What the model sent in a reply the agent could not use (prose without a tool call, an unknown tool, broken
+    arguments), bounded: its text and each tool call's name and arguments, as the endpoint gave them."""
+    if not isinstance(response, dict):
+        return {"raw": str(response)[:REPLY_CHARS]}
+    choices = response.get("choices") or [{}]
+    message = (choices[0] if isinstance(choices[0], dict) else {}).get("message") or {}
+    calls = [c.get("function") or {} for c in message.get("tool_calls") or [] if isinstance(c, dict)][:MAX_CALLS_KEPT]
+    return {"content": str(message.get("content") or "")[:REPLY_CHARS],
+            "tool_calls": [{"name": str(f.get("name"))[:200], "arguments": str(f.get("arguments"))[:REPLY_CHARS]}
+                           for f in calls if isinstance(f, dict)],
+            "finish_reason": (choices[0] if isinstance(choices[0], dict) else {}).get("finish_reason")}
 
 
 class MiniSweAgent:
@@ -190,17 +219,22 @@ class MiniSweAgent:
                 agent's outcome).
         """
         writer = TrajectoryWriter(agent.trajectory)
-        loop = RecordingAgent(writer, endpoint_model(agent.model), ContainerEnvironment(workspace),
+        started, clock = now(), time.monotonic()
+        seconds = agent.model.limits.agent_seconds
+        client = ModelClient(agent.model, f"{agent.trajectory.parent.parent.name} {agent.agent_id}", writer.write,
+                             clock + seconds if seconds else None)
+        loop = RecordingAgent(writer, endpoint_model(agent.model, client), ContainerEnvironment(workspace),
                               system_template=SYSTEM_TEMPLATE, instance_template=INSTANCE_TEMPLATE,
                               step_limit=budget, cost_limit=0, max_consecutive_format_errors=self.max_format_errors,
-                              inbox=agent.inbox)
-        started, clock = now(), time.monotonic()
+                              wall_time_limit_seconds=int(seconds or 0), inbox=agent.inbox)
         detail, reason = "", None
         try:
             exit_status = str(loop.run(agent.instruction).get("exit_status", ""))
         except SandboxUnavailableError:
             writer.close()
             raise
+        except EndpointError as exc:
+            exit_status, reason, detail = type(exc).__name__, exc.termination_reason, str(exc)[-2000:]
         except litellm.exceptions.ContextWindowExceededError as exc:
             exit_status, reason, detail = type(exc).__name__, CONTEXT_WINDOW_ERROR, str(exc)
         except WorkspaceLostError as exc:
@@ -211,11 +245,13 @@ class MiniSweAgent:
         usage = Usage(loop.usage.prompt_tokens, loop.usage.completion_tokens, loop.usage.responses,
                       round(time.monotonic() - clock, 3))
         run = AgentRun(agent.agent_id, reason, exit_status, reason == ITERATION_LIMIT, usage, started, now(),
-                       agent.trajectory, detail)
+                       agent.trajectory, detail, client.retries, client.timeouts)
         writer.write("summary", agent=f"{self.name} {self.version}", termination_reason=reason,
                      exit_status=exit_status, iteration_cap_hit=run.iteration_cap_hit, detail=detail,
                      usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                             "total_tokens": usage.total_tokens, "responses": usage.responses,
-                            "seconds": usage.seconds})
+                            "seconds": usage.seconds},
+                     model_calls={"retries": client.retries, "timeouts": client.timeouts,
+                                  "limits": asdict(agent.model.limits)})
         writer.close()
         return run

@@ -301,7 +301,11 @@ def run_scenarios(config: RunnerConfig, scenarios: list[Scenario], overlays: Cal
         except ValueError as exc:
             fail(scenario, str(exc))
             return
-        print(f"done: {scenario.row['scenario_id']}", file=sys.stderr)
+        if result.line is not None and result.line["runner"].get("valid", True) is False:
+            print(f"invalid, not a result: {scenario.row['scenario_id']}: {runfolder.invalid_reasons(result.line)}",
+                  file=sys.stderr)
+        else:
+            print(f"done: {scenario.row['scenario_id']}", file=sys.stderr)
 
     # The run folder is locked: nothing of this run runs now, whatever of it a node's daemon holds is left over.
     cluster.cleanup()

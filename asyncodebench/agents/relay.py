@@ -12,8 +12,8 @@ Trajectory lines (`trajectory.py`'s shapes): the messages of each request that a
 (`message` for system and user text, `observation` for a `tool` message, with the command of the call it answers
 and the output as the agent gave it to the model; exit code and seconds are not known to the relay and are null),
 each model response (`response`, with `model_seconds`: the call's time as the relay saw it), each refused or
-failed request (`error`, with `status`, `code` and `message`; the first `MAX_ERROR_LINES` of them), and each
-manager's message it showed the model (`inbox`).
+failed request (`error`, with `status`, `code` and `message`; the first `MAX_ERROR_LINES` of them), each
+manager's message it showed the model (`inbox`), and the model client's `retry` and `timeout` lines.
 
 Manager messages (the manager protocols' `inbox`) reach the model through the relay, since the agent in the
 container has no other channel: a message posted while the agent runs is added as a user message at the end of its
@@ -24,21 +24,17 @@ so the model sees one consistent conversation.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from asyncodebench.agents.adapter import INBOX_HEADER, Inbox, ModelEndpoint, Usage
+from asyncodebench.agents.model_client import EndpointError, ModelClient
 from asyncodebench.agents.trajectory import OUTPUT_CHARS, TrajectoryWriter
 
 MAX_REQUEST_BYTES = 16 << 20
-MAX_RESPONSE_BYTES = 64 << 20
 MAX_UPSTREAM_ERRORS = 10
 MAX_ERROR_LINES = 50
-UPSTREAM_TIMEOUT_SECONDS = 900
 # What an agent may ask for besides `messages`; everything else (`n`, `stream`, `user`, provider extras) is dropped.
 PARAMETERS = frozenset({
     "tools", "tool_choice", "parallel_tool_calls", "temperature", "top_p", "max_tokens", "max_completion_tokens",
@@ -49,10 +45,11 @@ BUDGET_EXHAUSTED, TOO_MANY_ERRORS = "budget_exhausted", "too_many_errors"
 class ModelRelay:
     """Serves one agent run: `handle(method, path, body)` answers one request as (HTTP status, JSON object)."""
 
-    def __init__(self, endpoint: ModelEndpoint, budget: int, writer: TrajectoryWriter,
-                 upstream_timeout: float = UPSTREAM_TIMEOUT_SECONDS, inbox: Inbox | None = None) -> None:
+    def __init__(self, endpoint: ModelEndpoint, budget: int, writer: TrajectoryWriter, inbox: Inbox | None = None,
+                 deadline: float | None = None, label: str = "") -> None:
         self.endpoint, self.budget, self.writer, self.inbox = endpoint, budget, writer, inbox
-        self.upstream_timeout = upstream_timeout
+        self.client = ModelClient(endpoint, label or endpoint.name, writer.write, deadline)
+        self.failures: list[EndpointError] = []  # model calls that failed for good (after the client's retries)
         self.usage = Usage()
         self.budget_refusals = 0  # requests refused because the budget was spent
         self.upstream_errors: list[str] = []
@@ -130,32 +127,14 @@ class ModelRelay:
         return merged
 
     def _forward(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """The endpoint's answer to `request`: an OpenAI-compatible server at `base_url`, or a litellm model id."""
-        if self.endpoint.base_url is None:
-            return self._forward_litellm(request)
-        key = os.environ.get(self.endpoint.api_key_env or "OPENAI_API_KEY") or "none"
-        data = json.dumps({**request, "model": self.endpoint.name}).encode()
-        call = urllib.request.Request(f"{self.endpoint.base_url.rstrip('/')}/chat/completions", data=data,
-                                      method="POST", headers={"Content-Type": "application/json",
-                                                              "Authorization": f"Bearer {key}"})
+        """The endpoint's answer to `request`, through the run's model client (its retries and timeouts)."""
         try:
-            with urllib.request.urlopen(call, timeout=self.upstream_timeout) as response:  # noqa: S310 - the user's URL
-                return response.status, _json_object(response.read(MAX_RESPONSE_BYTES + 1))
-        except urllib.error.HTTPError as exc:
-            return exc.code, _json_object(exc.read(MAX_RESPONSE_BYTES + 1))
-        except (OSError, ValueError) as exc:  # refused, reset, timed out, or not JSON
-            return 502, {"error": {"message": f"no usable answer from {self.endpoint.base_url}: {exc}"}}
-
-    def _forward_litellm(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        import litellm  # lazy: seconds to import, and only litellm model ids need it
-
-        key = os.environ.get(self.endpoint.api_key_env) if self.endpoint.api_key_env else None
-        try:
-            answer = litellm.completion(model=self.endpoint.name, drop_params=True, api_key=key, **request)
-        except Exception as exc:  # litellm raises many unrelated types
-            status = getattr(exc, "status_code", 502)
-            return status if isinstance(status, int) else 502, {"error": {"message": str(exc)[-2000:]}}
-        return 200, answer.model_dump()
+            return 200, self.client.complete(request)
+        except EndpointError as exc:
+            self.failures.append(exc)
+            status = exc.failure.status
+            return (status if status is not None and 400 <= status < 600 else 502), {
+                "error": {"message": f"no usable answer from the model endpoint: {exc}"}}
 
     def _record_messages(self, messages: list[Any]) -> None:
         new = messages[self._seen:] if len(messages) >= self._seen else messages
@@ -187,23 +166,21 @@ class ModelRelay:
             if isinstance(call, dict):
                 self._calls[str(call.get("id"))] = _command(call) or ""
         self._last = (content, commands)
+        # tool calls without a usable bash command (another tool, arguments that are not JSON): kept as sent, bounded
+        calls = message.get("tool_calls")
+        calls = calls if isinstance(calls, list) else []
+        unusable = [{"name": str(_dict(c.get("function")).get("name"))[:200],
+                     "arguments": str(_dict(c.get("function")).get("arguments"))[:OUTPUT_CHARS // 10]}
+                    for c in calls[:8] if isinstance(c, dict) and _command(c) is None]
         self.writer.write("response", content=content, commands=list(commands), prompt_tokens=prompt,
-                          completion_tokens=completion, model_seconds=seconds)
+                          completion_tokens=completion, model_seconds=seconds,
+                          **({"unusable_tool_calls": unusable} if unusable else {}))
 
     def _error(self, status: int, code: str, message: str) -> tuple[int, dict[str, Any]]:
         if self.errors_written < MAX_ERROR_LINES:
             self.errors_written += 1
             self.writer.write("error", status=status, code=code, message=message)
         return status, {"error": {"message": f"asyncodebench relay: {message}", "type": "relay_error", "code": code}}
-
-
-def _json_object(raw: bytes) -> dict[str, Any]:
-    if len(raw) > MAX_RESPONSE_BYTES:
-        raise ValueError(f"the answer is larger than {MAX_RESPONSE_BYTES} bytes")
-    value = json.loads(raw)
-    if not isinstance(value, dict):
-        raise ValueError("the answer is not a JSON object")
-    return value
 
 
 def _text(content: Any) -> str:

@@ -6,12 +6,15 @@
         predictions.jsonl         one prediction per finished scenario, for `evaluate.py` as it is
         scenarios/<slug>/         one folder per scenario:
             prediction.json       its prediction, written last (atomically): the scenario is done
+            invalid.json          instead, when an agent or the manager ended with an invalid termination
+                                  (METRICS section 9): the line marked `runner.valid: false`; not finished
             trajectories/<agent>.jsonl, patches/<agent>.diff
+        invalid-attempts/<slug>/<n>/  an invalid attempt's folder, set aside when a rerun redoes the scenario
 
 A prediction is `schemas/prediction.schema.json`'s: `model_patch` (the final integrated state), `agent_patches`
 for the specialists' protocols (the harness integrates them and derives the checkpoints), `usage` (tokens,
 responses, wall time), and `runner`, a field the schema keeps and ignores: the runner's own record of the
-scenario (agent and model, budget, each agent's run, the timed events, the scenario folder).
+scenario (agent and model, budget, each agent's run, the timed events, the scenario folder, whether it is valid).
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from asyncodebench.agents.adapter import AgentAdapter, ModelEndpoint, Usage
+import asyncodebench
+from asyncodebench.agents.adapter import INVALID_TERMINATIONS, AgentAdapter, ModelEndpoint, Usage
 from asyncodebench.agents.team import Outcome, Scenario, budget
 from asyncodebench.files import write_atomic
 from asyncodebench.run import store
 
 SCENARIOS, PREDICTIONS, RECORD, SETTINGS = "scenarios", "predictions.jsonl", "prediction.json", "settings.json"
+INVALID, INVALID_ATTEMPTS = "invalid.json", "invalid-attempts"
+DETAIL_CHARS = 500  # of an invalid run's detail kept in the line's reasons
 RUNNER_RECORD_VERSION = "1.0"
 SETTINGS_VERSION = 1
 
@@ -61,8 +67,12 @@ def prediction(scenario: Scenario, outcome: Outcome, seconds: float, name: str, 
                      "agent_seconds": usage.seconds}
     # the report links each agent's trajectory: paths relative to predictions.jsonl, which is in the run folder
     line["trajectories"] = [a.run.to_record(run_dir)["trajectory"] for a in outcome.agents]
+    invalid = [{"agent_id": a.run.agent_id, "termination_reason": a.run.termination_reason,
+                "detail": a.run.detail[-DETAIL_CHARS:]}
+               for a in outcome.agents if a.run.termination_reason in INVALID_TERMINATIONS]
     line["runner"] = {
-        "version": RUNNER_RECORD_VERSION, "scenario_id": scenario.row["scenario_id"],
+        "version": RUNNER_RECORD_VERSION, "kit_version": asyncodebench.__version__,
+        "scenario_id": scenario.row["scenario_id"], "valid": not invalid, "invalid": invalid,
         "agent": {"name": adapter.name, "version": adapter.version}, "model": endpoint.to_record(),
         "budget": {"unit": "model_response", "per_agent_run": budget(scenario, budget_override),
                    "source": "--budget" if budget_override else "scenario row (subagent_max_iterations)"},
@@ -76,8 +86,40 @@ def prediction(scenario: Scenario, outcome: Outcome, seconds: float, name: str, 
 
 
 def write_prediction(run_dir: Path, line: dict[str, Any]) -> None:
-    """Keep a finished scenario's prediction in its folder (written last: the scenario is then done)."""
-    store.write_json(scenario_folder(run_dir, line["runner"]["scenario_id"]) / RECORD, line)
+    """Keep a finished scenario's prediction in its folder (written last: the scenario is then done); a line marked
+    invalid is kept as `invalid.json` instead: the scenario is not finished, and a rerun redoes it."""
+    folder = scenario_folder(run_dir, line["runner"]["scenario_id"])
+    if line["runner"].get("valid", True):
+        store.write_json(folder / RECORD, line)
+    else:
+        store.write_json(folder / INVALID, line)
+
+
+def invalid_line(run_dir: Path, scenario_id: str) -> dict[str, Any] | None:
+    """The line of a scenario whose last attempt was invalid (and that has not finished since), or None."""
+    if finished(run_dir, scenario_id) is not None:
+        return None
+    path = scenario_folder(run_dir, scenario_id) / INVALID
+    return store.read_json(path) if path.is_file() else None
+
+
+def set_aside_invalid(run_dir: Path, scenario_id: str) -> Path | None:
+    """Move the folder of an invalid attempt to `invalid-attempts/<slug>/<n>` before the scenario is redone, so
+    nothing of it is lost or mixed with the new attempt; the new place, or None when there was none."""
+    folder = scenario_folder(run_dir, scenario_id)
+    if not (folder / INVALID).is_file() or (folder / RECORD).is_file():
+        return None
+    attempts = run_dir / INVALID_ATTEMPTS / folder.name
+    attempts.mkdir(parents=True, exist_ok=True)
+    target = attempts / str(sum(1 for _ in attempts.iterdir()) + 1)
+    folder.rename(target)
+    return target
+
+
+def invalid_reasons(line: dict[str, Any]) -> str:
+    """Why a line is invalid, in one phrase: each agent and its termination."""
+    return "; ".join(f"{r['agent_id']}: {r['termination_reason']} ({r['detail'][:200]})"
+                     for r in line["runner"].get("invalid") or [])
 
 
 def finished(run_dir: Path, scenario_id: str) -> dict[str, Any] | None:

@@ -2,7 +2,10 @@
 with `max_workers`, and write the predictions file of every finished scenario.
 
 A scenario whose containers fail for an infrastructure reason (the daemon, the image) is reported and left
-unfinished, so a rerun of the same command does it again; what agents do is never an infrastructure failure.
+unfinished, so a rerun of the same command does it again; what agents do is never an infrastructure failure. A
+scenario in which an agent or the manager ended with an invalid termination (its model endpoint failed, METRICS
+section 9) is kept as `invalid.json`, not as a prediction: it is reported, left unfinished and redone the same way
+(its earlier attempt set aside under `invalid-attempts/`).
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ class NoScenarioError(ValueError):
 
 @dataclass
 class RunSummary:
-    """Every selected scenario's prediction, in selection order (finished ones), and the failed ones with why."""
+    """Every selected scenario's prediction, in selection order (finished ones), the failed ones with why, and the
+    invalid ones (an invalid termination) with why."""
 
     lines: list[dict[str, Any]] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)
     reused: int = 0
 
 
@@ -66,13 +71,20 @@ def run_all(client: Any, config: RunnerConfig, scenarios: list[Scenario],
         if runfolder.finished(config.run_dir, scenario.row["scenario_id"]) is not None:
             summary.reused += 1
         else:
+            moved = runfolder.set_aside_invalid(config.run_dir, scenario.row["scenario_id"])
+            if moved is not None:
+                print(f"redoing an invalid scenario: {scenario.row['scenario_id']} (its attempt kept in {moved})",
+                      file=sys.stderr)
             todo.append(scenario)
 
     def attempt(scenario: Scenario) -> None:
         scenario_id = scenario.row["scenario_id"]
         try:
-            run_one(client, config, scenario, overlays(scenario.spec))
-            print(f"done: {scenario_id}", file=sys.stderr)
+            line = run_one(client, config, scenario, overlays(scenario.spec))
+            if line["runner"]["valid"]:
+                print(f"done: {scenario_id}", file=sys.stderr)
+            else:
+                print(f"invalid, not a result: {scenario_id}: {runfolder.invalid_reasons(line)}", file=sys.stderr)
         except SandboxUnavailableError as exc:
             summary.failed[scenario_id] = str(exc)
             print(f"infrastructure error, not finished: {scenario_id}: {exc}", file=sys.stderr)
@@ -88,5 +100,7 @@ def run_all(client: Any, config: RunnerConfig, scenarios: list[Scenario],
         line = runfolder.finished(config.run_dir, scenario.row["scenario_id"])
         if line is not None:
             summary.lines.append(line)
+        elif (invalid := runfolder.invalid_line(config.run_dir, scenario.row["scenario_id"])) is not None:
+            summary.invalid[scenario.row["scenario_id"]] = runfolder.invalid_reasons(invalid)
     runfolder.write_predictions(config.run_dir, summary.lines)
     return summary

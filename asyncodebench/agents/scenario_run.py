@@ -45,7 +45,8 @@ def endpoint_for(config: RunnerConfig, scenario: Scenario) -> Callable[[str], Mo
     if not config.scripted:
         return lambda agent_id: config.endpoint
     prefix = f"{SCRIPTED}/{scenario.row['task_id']}/{scenario.protocol}"
-    return lambda agent_id: ModelEndpoint(f"{prefix}/{agent_id}", config.endpoint.base_url, None)
+    return lambda agent_id: ModelEndpoint(f"{prefix}/{agent_id}", config.endpoint.base_url, None,
+                                          config.endpoint.limits)
 
 
 def run_one(client: Any, config: RunnerConfig, scenario: Scenario, overlays: dict[str, bytes]) -> dict[str, Any]:

@@ -8,6 +8,11 @@ An object may also carry `"after": "text"`: the reply is given only once the req
 scripted agent that waits for a teammate's message); until then each request gets the command `sleep 1` without
 advancing the script, at most WAIT_REPLIES times (then a 400 answer says what never came).
 
+A reply may also be an endpoint failure, to test how clients bear one: `{"status": 500, "message": "..."}` answers
+that request with that HTTP status and an OpenAI-style error (401, 404, a 400 whose message speaks of tool choice or
+the context length ...), and `{"hang": true}` never answers it (the connection stays open until the server stops).
+Each is one reply of the script: the next request gets the next reply.
+
 The client names its agent in the request: the model `scripted/<name>` (or the header `X-Scripted-Agent: <name>`).
 A name may have `/`-separated parts, most general last (the runner sends `<task>/<protocol>/<agent>`); the script
 used is the first key found among the name and its tails (`<task>/<protocol>/<agent>`, `<protocol>/<agent>`,
@@ -45,6 +50,8 @@ class Reply:
     content: str
     commands: tuple[str, ...]
     after: str = ""  # given only once the request's messages hold this text
+    status: int = 200  # another status: the request is answered with this HTTP error and `content` as its message
+    hang: bool = False  # the request is never answered
 
 
 def parse_scripts(value: Any, where: str = "scripts") -> dict[str, tuple[Reply, ...]]:
@@ -79,6 +86,15 @@ def load_scripts(path: Path) -> dict[str, tuple[Reply, ...]]:
 def _reply(value: Any, where: str) -> Reply:
     if isinstance(value, str):
         return Reply("", (value,))
+    if isinstance(value, dict) and set(value) == {"hang"} and value["hang"] is True:
+        return Reply("", (), hang=True)
+    if isinstance(value, dict) and "status" in value and set(value) <= {"status", "message"}:
+        status, message = value["status"], value.get("message", "scripted failure")
+        if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600 \
+                and isinstance(message, str):
+            return Reply(message, (), status=status)
+        raise ScriptError(f"{where}: a failure reply is {{\"status\": an HTTP error status (400-599), \"message\": "
+                          "text}")
     if isinstance(value, dict) and set(value) <= {"content", "commands", "after"}:
         content, commands, after = value.get("content", ""), value.get("commands", []), value.get("after", "")
         if isinstance(content, str) and isinstance(after, str) and isinstance(commands, list) \
@@ -101,6 +117,8 @@ class ScriptedServer:
         self.served: dict[str, int] = {}  # full agent name -> replies given so far
         self.waited: dict[str, int] = {}  # full agent name -> `sleep 1` replies given while its next reply waits
         self.lock = threading.Lock()
+        self.stopping = threading.Event()  # set when the server stops: requests left hanging end then
+        self.requests = 0  # chat-completion requests received
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="scripted-server", daemon=True)
@@ -115,9 +133,15 @@ class ScriptedServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=10)
+
+    def replace_scripts(self, scripts: dict[str, tuple[Reply, ...]]) -> None:
+        """Serve `scripts` from now on, every agent from its first reply (a server that was fixed)."""
+        with self.lock:
+            self.scripts, self.served, self.waited = scripts, {}, {}
 
     def next_reply(self, name: str, prompt: str = "") -> Reply:
         """The next reply of the agent `name` whose request holds `prompt` (a waiting reply gives `sleep 1`).
@@ -211,10 +235,19 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             model = str(body.get("model") or "")
             name = self.headers.get(AGENT_HEADER) or model.removeprefix(MODEL_PREFIX)
             prompt = prompt_text(body.get("messages"))
+            with server.lock:
+                server.requests += 1
             try:
                 reply = server.next_reply(name, prompt)
             except LookupError as exc:
                 self._error(400, str(exc), "script_exhausted")
+                return
+            if reply.hang:
+                server.stopping.wait()
+                self.close_connection = True
+                return
+            if reply.status != 200:
+                self._error(reply.status, reply.content, "scripted_failure")
                 return
             self._send(200, completion(model, reply, approximate_tokens(prompt)))
 

@@ -7,7 +7,11 @@ The line shapes (every line has `index`, `type` and `time`):
 - `{"type": "message", "role": "system" | "user", "content"}`: the prompts;
 - `{"type": "response", "content", "commands": [...], "prompt_tokens", "completion_tokens"}`: a model response;
 - `{"type": "observation", "command", "output", "exit_code", "seconds", "timed_out"}`: what a command did;
-- `{"type": "format_error", "content"}`: the agent's answer to a response it could not use;
+- `{"type": "format_error", "content", "reply"}`: the agent's answer to a response it could not use, and that
+  response as the model sent it (`reply`: text, tool calls' names and arguments, finish reason; bounded);
+- `{"type": "retry", "attempt", "failure", "status", "message", "wait_seconds"}`: a failed model call tried again
+  (`model_client.ModelClient`); `{"type": "timeout", "attempt", "timeout_seconds", ...}`: an attempt not answered
+  in time;
 - `{"type": "inbox", "content"}`: a manager's message as the agent was shown it (manager protocols);
 - `{"type": "error", ...}`: a model request the relay refused or that failed (in-container agents);
 - `{"type": "exit", "exit_status", "content"}`: how the agent's loop ended;

@@ -35,6 +35,7 @@ InfrastructureKind = Literal[
     "node_lost",  # Ray lost the attempt with its worker or node
     "kit_mismatch",  # a Ray node has other kit code than the driver, so it refused to grade
     "interrupted",  # the run was stopped (Ctrl-C) before the work could run
+    "agent_run_invalid",  # the agent runner marked the line invalid: an agent's model endpoint failed (METRICS 9)
 ]
 INFRASTRUCTURE_KINDS: tuple[str, ...] = get_args(InfrastructureKind)
 
@@ -360,12 +361,52 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
+class RunnerFacts:
+    """What evaluate.py checks of the agent runner's record (`runner` of a line, scripts/run_agents.py's): whether
+    the runner found the scenario valid (and why not: each agent with an invalid termination, METRICS section 9),
+    where its budget came from, and which kit version ran it."""
+
+    valid: bool
+    invalid: tuple[str, ...]
+    budget_override: int | None
+    kit_version: str | None
+
+    @classmethod
+    def from_line(cls, runner: Any) -> RunnerFacts | None:
+        """The facts of a line's `runner` object, None when the line has none (a prediction not made by the kit)."""
+        if not isinstance(runner, Mapping):
+            return None
+        invalid = tuple(f"{r.get('agent_id')}: {r.get('termination_reason')} ({str(r.get('detail') or '')[:300]})"
+                        for r in runner.get("invalid") or () if isinstance(r, Mapping))
+        budget = runner.get("budget")
+        budget = budget if isinstance(budget, Mapping) else {}
+        override = budget.get("per_agent_run") if budget.get("source") == "--budget" else None
+        kit = runner.get("kit_version")
+        return cls(runner.get("valid") is not False, invalid, override if isinstance(override, int) else None,
+                   kit if isinstance(kit, str) else None)
+
+    def notes(self, kit_version: str) -> tuple[str, ...]:
+        """What the report says of the record: an invalid run, a budget override, another kit version."""
+        notes = []
+        if not self.valid:
+            notes.append("invalid agent run (not a result): " + ("; ".join(self.invalid) or "marked invalid"))
+        if self.budget_override is not None:
+            notes.append(f"budget overridden: {self.budget_override} model responses per agent run (--budget), not "
+                         "the scenario row's")
+        if self.kit_version is not None and self.kit_version != kit_version:
+            notes.append(f"run by the agent runner of kit {self.kit_version}, evaluated with kit {kit_version}")
+        return tuple(notes)
+
+
+@dataclass(frozen=True)
 class PredictionResult:
-    """One prediction's result: evaluated (`evaluation`) or not, for a cause outside the model (`failure`)."""
+    """One prediction's result: evaluated (`evaluation`) or not, for a cause outside the model (`failure`).
+    `runner_notes`: what the agent runner's record of the line says that a reader must know (`RunnerFacts.notes`)."""
 
     identity: Identity
     evaluation: Evaluation | None = None
     failure: InfrastructureFailure | None = None
+    runner_notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.evaluation is None) == (self.failure is None):
@@ -396,8 +437,9 @@ class PredictionResult:
     def to_json(self) -> dict[str, Any]:
         """The `result.json` object (checkpoints excluded: they go to their own file)."""
         head = {"schema_version": RESULT_SCHEMA_VERSION, "status": self.status, **self.identity.to_json()}
+        notes = {"runner_notes": list(self.runner_notes)} if self.runner_notes else {}
         if self.failure is not None:
-            return {**head, "infrastructure_error": self.failure.to_json()}
+            return {**head, "infrastructure_error": self.failure.to_json(), **notes}
         e = self.evaluation
         assert e is not None
         record = {**head, "image": e.image, "patch": e.patch.to_json(), "protection": e.protection.to_json(),
@@ -410,7 +452,7 @@ class PredictionResult:
             record["metrics_not_measured"] = e.dependencies.not_measured
         if e.build is not None:
             record["build"] = e.build.to_json()
-        return record
+        return {**record, **notes}
 
     @classmethod
     def from_json(cls, value: JsonObject, checkpoints: Sequence[JsonObject] = ()) -> PredictionResult:
@@ -421,9 +463,10 @@ class PredictionResult:
             KeyError: a part lacks one of its fields.
         """
         identity = Identity.from_json(value)
+        notes = tuple(value.get("runner_notes") or ())
         if value.get("status") == "infrastructure_error":
             error = value["infrastructure_error"]
-            return cls(identity, failure=InfrastructureFailure(error["kind"], error["message"]))
+            return cls(identity, failure=InfrastructureFailure(error["kind"], error["message"]), runner_notes=notes)
         if value.get("status") != "evaluated":
             raise ValueError(f"unknown result status {value.get('status')!r}")
         evaluation = Evaluation(
@@ -433,4 +476,4 @@ class PredictionResult:
             dependencies=DependencyFacts.from_json(value), integration=IntegrationFacts.from_json(value["integration"]),
             sad_proxy=SadProxy.from_json(value["sad_proxy"]), checkpoints=tuple(checkpoints),
             build=BuildFacts.from_json(value.get("build")))
-        return cls(identity, evaluation=evaluation)
+        return cls(identity, evaluation=evaluation, runner_notes=notes)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from asyncodebench.dataset.protocols import INTEGRATED_PROTOCOLS, PROTOCOLS
 from asyncodebench.dataset.validation import validator
-from asyncodebench.run.prediction_result import MergeFacts
+from asyncodebench.run.prediction_result import MergeFacts, RunnerFacts
 
 CheckpointType = Literal["agent_artifact", "integration_after_merge", "manager_integration", "final_integrated"]
 WorkspaceKind = Literal["agent_workspace", "integrated_workspace"]
@@ -53,6 +53,8 @@ class Prediction:
     # the agent runner's own record of its merges (`runner.merges`): reported, never scored; the report's merge and
     # scope rates use it only when the harness integrated nothing (the prediction gave its checkpoints)
     reported_merges: tuple[MergeFacts, ...] = ()
+    # what evaluate.py checks of the agent runner's record (`runner`): validity, budget, kit version; None: no record
+    runner: RunnerFacts | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -172,6 +174,7 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         tuple(obj.get("trajectories") or ()),
         tuple(MergeFacts(m["agent_id"], m["merge_status"], m.get("strategy"), m.get("reason"), tuple(m["out_of_scope"]))
               for m in (obj.get("runner") or {}).get("merges") or ()),
+        RunnerFacts.from_line(obj.get("runner")),
     )
     problem = _work_problem(prediction, known_tasks[task_id])
     if problem:

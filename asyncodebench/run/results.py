@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import asdict, replace
 from typing import Any
 
+import asyncodebench
 from asyncodebench.harness.checks import audit_flags, examine_evidence
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.integration import Integration
@@ -153,7 +154,7 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
         checkpoints=tuple(records),
         build=_build_facts(spec, evidence),
     )
-    return PredictionResult(_identity(prediction), evaluation=evaluation)
+    return PredictionResult(_identity(prediction), evaluation=evaluation, runner_notes=runner_notes(prediction))
 
 
 ZEROED_SOURCES = {"build_failed": "build_failure", "integrity_tampering": "tampering"}  # else a patch failure
@@ -241,7 +242,23 @@ def _sad_proxy(spec: TaskSpec, final_diff: str) -> SadProxy:
 
 def infrastructure_result(prediction: Prediction, kind: InfrastructureKind, message: str) -> PredictionResult:
     """A prediction the infrastructure could not evaluate: reported, never scored."""
-    return PredictionResult(_identity(prediction), failure=InfrastructureFailure(kind, message))
+    return PredictionResult(_identity(prediction), failure=InfrastructureFailure(kind, message),
+                            runner_notes=runner_notes(prediction))
+
+
+def runner_notes(prediction: Prediction) -> tuple[str, ...]:
+    """What the agent runner's record of the prediction says that the result must report (none without one)."""
+    return prediction.runner.notes(asyncodebench.__version__) if prediction.runner is not None else ()
+
+
+def invalid_run_result(prediction: Prediction) -> PredictionResult | None:
+    """The result of a line the agent runner marked invalid (an agent's endpoint failed, METRICS section 9): an
+    infrastructure error, never evaluated, kept out of every mean; None for any other line."""
+    if prediction.runner is None or prediction.runner.valid:
+        return None
+    return infrastructure_result(prediction, "agent_run_invalid", "the agent runner marked this line invalid, so it "
+                                 "is not a result: " + ("; ".join(prediction.runner.invalid) or "no reason given")
+                                 + "; rerun scripts/run_agents.py with the same --run-id to redo the scenario")
 
 
 def _identity(prediction: Prediction) -> Identity:

@@ -25,7 +25,7 @@ from asyncodebench.run import baselines, sessions, store
 from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.executors import Executor, open_executor
 from asyncodebench.run.predictions import read_predictions
-from asyncodebench.run.results import infrastructure_result, score
+from asyncodebench.run.results import infrastructure_result, invalid_run_result, score
 from asyncodebench.run.runfolder import (
     SettingsChangedError,
     differences,
@@ -158,6 +158,13 @@ def _rescore(config: RunConfig, state: RunState, folders: dict[int, Path]) -> No
 
 def _evaluate_all(config: RunConfig, state: RunState, folders: dict[int, Path], progress: Any) -> None:
     pending = [p for p in state.file.predictions if config.force or not store.is_finished(folders[p.line])]
+    invalid = {p.line: result for p in pending if (result := invalid_run_result(p)) is not None}
+    for line, result in invalid.items():  # lines the agent runner marked invalid: never evaluated, never scored
+        store.write_result(folders[line], result)
+        state.evaluated_now += 1
+        if progress is not None:
+            progress.update(1)
+    pending = [p for p in pending if p.line not in invalid]
     state.skipped_finished = len(state.file.predictions) - len(pending)
     if progress is not None:
         progress.update(state.skipped_finished)  # finished in an earlier, interrupted run of this id
