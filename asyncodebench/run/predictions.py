@@ -53,6 +53,9 @@ class Prediction:
     # the agent runner's own record of its merges (`runner.merges`): reported, never scored; the report's merge and
     # scope rates use it only when the harness integrated nothing (the prediction gave its checkpoints)
     reported_merges: tuple[MergeFacts, ...] = ()
+    # the paths the agent runner says it dropped from the agents' patches (`runner.agents[].dropped`, a single
+    # agent's edits outside its writable paths): shown with the prediction's flags, never scored
+    runner_dropped: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -172,6 +175,8 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         tuple(obj.get("trajectories") or ()),
         tuple(MergeFacts(m["agent_id"], m["merge_status"], m.get("strategy"), m.get("reason"), tuple(m["out_of_scope"]))
               for m in (obj.get("runner") or {}).get("merges") or ()),
+        tuple(dict.fromkeys(d["path"] for a in (obj.get("runner") or {}).get("agents") or ()
+                            for d in a.get("dropped") or ())),
     )
     problem = _work_problem(prediction, known_tasks[task_id])
     if problem:
