@@ -100,6 +100,12 @@ class Inbox:
                 self._on_delivered(text)
         return taken
 
+    @property
+    def closed(self) -> bool:
+        """Whether the agent has finished (a post is refused from now on)."""
+        with self._lock:
+            return self._closed
+
     def close(self) -> list[str]:
         """Refuse further posts; return the messages never taken (undelivered)."""
         with self._lock:

@@ -6,7 +6,8 @@ string (one bash command, sent as one `bash` tool call), or an object `{"content
 (one tool call per command; no commands makes a reply without a tool call, which agents reject as a format error).
 An object may also carry `"after": "text"`: the reply is given only once the request's messages hold that text (a
 scripted agent that waits for a teammate's message); until then each request gets the command `sleep 1` without
-advancing the script, at most WAIT_REPLIES times (then a 400 answer says what never came).
+advancing the script, at most WAIT_REPLIES times (then a 400 answer says what never came). `"seconds": n` makes the
+server answer that reply only after n seconds (a slow model, for time limits).
 
 The client names its agent in the request: the model `scripted/<name>` (or the header `X-Scripted-Agent: <name>`).
 A name may have `/`-separated parts, most general last (the runner sends `<task>/<protocol>/<agent>`); the script
@@ -32,6 +33,7 @@ AGENT_HEADER = "X-Scripted-Agent"
 MAX_REQUEST_BYTES = 64 << 20
 WAIT_REPLIES = 120
 WAIT_COMMAND = "sleep 1"
+MAX_REPLY_SECONDS = 600
 
 
 class ScriptError(ValueError):
@@ -45,6 +47,7 @@ class Reply:
     content: str
     commands: tuple[str, ...]
     after: str = ""  # given only once the request's messages hold this text
+    seconds: float = 0.0  # how long the server takes to answer it
 
 
 def parse_scripts(value: Any, where: str = "scripts") -> dict[str, tuple[Reply, ...]]:
@@ -79,13 +82,15 @@ def load_scripts(path: Path) -> dict[str, tuple[Reply, ...]]:
 def _reply(value: Any, where: str) -> Reply:
     if isinstance(value, str):
         return Reply("", (value,))
-    if isinstance(value, dict) and set(value) <= {"content", "commands", "after"}:
+    if isinstance(value, dict) and set(value) <= {"content", "commands", "after", "seconds"}:
         content, commands, after = value.get("content", ""), value.get("commands", []), value.get("after", "")
+        seconds = value.get("seconds", 0)
         if isinstance(content, str) and isinstance(after, str) and isinstance(commands, list) \
-                and all(isinstance(c, str) for c in commands):
-            return Reply(content, tuple(commands), after)
+                and all(isinstance(c, str) for c in commands) and isinstance(seconds, (int, float)) \
+                and not isinstance(seconds, bool) and 0 <= seconds <= MAX_REPLY_SECONDS:
+            return Reply(content, tuple(commands), after, float(seconds))
     raise ScriptError(f"{where}: give a bash command (a string) or {{\"content\": text, \"commands\": [strings], "
-                      "\"after\": text (optional)}")
+                      f"\"after\": text, \"seconds\": 0 to {MAX_REPLY_SECONDS} (each optional)}}")
 
 
 def approximate_tokens(text: str) -> int:
@@ -216,6 +221,7 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             except LookupError as exc:
                 self._error(400, str(exc), "script_exhausted")
                 return
+            time.sleep(reply.seconds)
             self._send(200, completion(model, reply, approximate_tokens(prompt)))
 
         def _error(self, status: int, message: str, code: str = "bad_request") -> None:
