@@ -40,7 +40,8 @@ class Scenario:
 @dataclass(frozen=True)
 class Context:
     """How a scenario's agents run: the task's workbench, the agent adapter, each agent's model endpoint, the
-    budget override (None: the row's), the per-command time limit and the scenario's folder."""
+    budget override (None: the row's), the per-command time limit, the scenario's folder, and where a line on each
+    agent's start and end goes (the run's progress; None: nowhere)."""
 
     bench: Workbench
     adapter: AgentAdapter
@@ -48,6 +49,7 @@ class Context:
     budget: int | None
     command_timeout: float
     folder: Path
+    progress: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], star
                      ctx.endpoint(agent_id), ctx.folder / "trajectories" / f"{label}.jsonl", inbox)
     with agent_workspace(ctx.bench, start, ctx.command_timeout) as workspace:
         events.add("agent_started", agent_id=agent_id, container=workspace.container_name, run=label)
+        _say(ctx, f"{label} started in {workspace.container_name}")
         workspace.on_recovery = lambda r: events.add("workspace_recovered", agent_id=agent_id, run=label,
                                                      command_index=r.command_index, cause=r.cause)
         try:
@@ -124,6 +127,8 @@ def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], star
             for text in inbox.close() if inbox is not None else []:
                 events.add("message_undelivered", agent_id=agent_id, text=text[:200])
         events.add("agent_finished", agent_id=agent_id, termination_reason=run.termination_reason)
+        _say(ctx, f"{label} finished: {run.termination_reason}, {run.usage.responses} responses, "
+                  f"{run.usage.total_tokens} tokens, {run.usage.seconds:.0f} s")
         try:
             read = workspace.patch(writable, keep_in_scope_only)
         except WorkspaceLostError as exc:
@@ -135,6 +140,11 @@ def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], star
                out_of_scope=list(outside), patch_problem=read.problem)
     return AgentOutcome(run, patch, outside, read.problem, workspace.container_name, tuple(workspace.recoveries),
                         read.dropped)
+
+
+def _say(ctx: Context, text: str) -> None:
+    if ctx.progress is not None:
+        ctx.progress(text)
 
 
 def integrate(ctx: Context, scenario: Scenario, agents: list[AgentOutcome], events: Events) -> Integration:
