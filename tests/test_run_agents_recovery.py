@@ -8,7 +8,8 @@ evaluate.py on the predictions (one module fixture, the demo task's `single` sce
   outside and tell the agent: the edits that follow work, the prediction is the gold patch and scores solved.
 - `scripted-scratch`: the agent writes a 25 MB file outside its writable paths and the gold edits. The 20 MB patch
   limit applies to what is kept (the in-scope edits): the prediction is the gold patch, scores solved, and the
-  scratch file is listed as dropped in the runner's record and in the evaluation report's flags.
+  scratch file is listed as dropped in the runner's record and in the evaluation report's flags. This run also
+  gives the sampling options (recorded in the settings and every prediction) and shows the per-agent progress.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ PIDS = 64  # the run's process limit: small, so the bomb fills it at once
 FORK_BOMB = "(bomb() { bomb & bomb & wait; }; bomb) >/dev/null 2>&1 </dev/null &"
 FILLED = "sleep 3; echo waited"  # by then the bomb holds every free process slot
 SCRATCH = "scratch.bin"  # outside the single agent's writable paths (the repository root is not one of them)
+SAMPLING = {"temperature": 0.0, "max_tokens": 4096, "seed": 7}
+FLAGS = {"scripted-forkbomb": (), "scripted-scratch": (
+    "--temperature", "0", "--max-tokens", "4096", "--seed", "7")}
 RUNS: dict[str, dict[str, list[Any]]] = {
     "scripted-forkbomb": {f"{DEMO_TASK}/single/single_agent": [FORK_BOMB, FILLED, apply(demo_patch("gold")), SUBMIT]},
     "scripted-scratch": {f"{DEMO_TASK}/single/single_agent": [
@@ -51,10 +55,10 @@ def recovery_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
         run_id = f"{name}-{secrets.token_hex(3)}"
         done = run_agents(write_scripts(out / f"{name}.json", scripts), demo_dataset.path, out, run_id,
                           "--name", name, "--scenarios", f"{DEMO_TASK}/single", "--pids", str(PIDS),
-                          "--command-timeout", "60")
+                          "--command-timeout", "60", *FLAGS[name])
         assert done.returncode == 0, done.stderr[-3000:]
         predictions = out / run_id / "predictions.jsonl"
-        runs[name] = {"dir": out / run_id, "containers_left": run_containers(run_id),
+        runs[name] = {"dir": out / run_id, "containers_left": run_containers(run_id), "stderr": done.stderr,
                       "lines": [json.loads(text) for text in predictions.read_text().splitlines()]}
         lines += predictions.read_text().splitlines()
     combined = out / "all.jsonl"
@@ -86,7 +90,7 @@ def test_the_agent_is_told_its_processes_were_ended_and_the_recovery_is_recorded
     seen = observations(recovery_runs, "scripted-forkbomb")
     by_command = {o["command"]: o for o in seen}
     # Either the command could not start (then it ran once the container was emptied), or it started and its shell
-    # found no room to fork: both end every process and say so.
+    # found no room to fork (it failed, or its retries got a process at last): each ends every process and says so.
     waited = by_command[FILLED]
     assert "process limit" in waited["output"] and "was ended" in waited["output"]
     assert ("waited" in waited["output"]) == (waited["exit_code"] == 0)
@@ -117,3 +121,15 @@ def test_the_dropped_scratch_file_is_in_the_evaluation_reports_flags(recovery_ru
     assert row["dropped_by_runner"] == [SCRATCH]
     report_md = (recovery_runs["eval"].run_dir / "report.md").read_text()
     assert "1 path(s) dropped by the agent runner" in report_md and SCRATCH in report_md
+
+
+def test_sampling_options_are_recorded_and_each_agent_shows_its_progress(recovery_runs: dict[str, Any]) -> None:
+    run = recovery_runs["runs"]["scripted-scratch"]
+    model = line(recovery_runs, "scripted-scratch", "single")["runner"]["model"]
+    assert {k: model[k] for k in SAMPLING} == SAMPLING
+    assert json.loads((Path(run["dir"]) / "settings.json").read_text())["sampling"] == SAMPLING
+    unset = line(recovery_runs, "scripted-forkbomb", "single")["runner"]["model"]
+    assert {k: unset[k] for k in SAMPLING} == dict.fromkeys(SAMPLING)
+    scenario = f"{DEMO_TASK}/single"
+    assert f"{scenario}: single_agent started in asyncodebench-" in run["stderr"]
+    assert f"{scenario}: single_agent finished: agent_finish, 3 responses" in run["stderr"]

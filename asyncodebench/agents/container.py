@@ -14,8 +14,8 @@ command: `docker exec` or `timeout` fails to fork and the daemon answers 126 or 
 can also return. So root writes the command's number to `STARTED_FILE` before it becomes the sandbox user; a
 command that exits 125 to 127 without having written it never started. Then every process of the container is
 ended from outside (the container's init, `Sandbox.end_processes`, which needs no new process), the command is run
-again, and its output starts with a note saying so. A command that started but failed while the container's
-process counter is at its limit (its shell could not fork) also ends every process, and its output ends with a
+again, and its output starts with a note saying so. A command that started but failed, or printed that a fork
+failed, while the container's process counter is at its limit also ends every process, and its output ends with a
 note. Each recovery is recorded (`Recovery`); a command that cannot start even in the emptied container means the
 workspace is lost.
 
@@ -118,7 +118,12 @@ class Recovery:
 
 
 PROCESS_LIMIT = "process_limit"
-PIDS_HEADROOM = 2  # a counter this close to its limit is full: the next fork of a command fails
+# A counter this close to its limit is full (a tenth of it, at least 2): a bomb's shells retry their forks with
+# growing pauses, so a few slots may be free for a while when the counter is read.
+PIDS_HEADROOM = 2
+# What a failed fork prints (EAGAIN), also when the shell's retries finally succeed and the command exits 0; it
+# (or a failure) triggers the check of the container's counter, which costs a daemon call of about a second.
+FORK_FAILED = "Resource temporarily unavailable"
 AFTER_NOTE = ("\n(after this command your workspace's process limit was full; every process of the workspace, "
               "background ones included, was ended: run the command again if it failed for want of a process)")
 RECOVERY_NOTE = ("(a new process could not start in your workspace: {why}; every process of the workspace, "
@@ -126,7 +131,9 @@ RECOVERY_NOTE = ("(a new process could not start in your workspace: {why}; every
 
 
 def _full(pids: int | None, pids_limit: int | None) -> bool:
-    return pids is not None and pids_limit is not None and 0 < pids_limit <= pids + PIDS_HEADROOM
+    if pids is None or pids_limit is None or pids_limit <= 0:
+        return False
+    return pids_limit <= pids + max(PIDS_HEADROOM, pids_limit // 10)
 
 
 @dataclass(frozen=True)
@@ -207,7 +214,7 @@ class AgentWorkspace:
                                          "with every process ended; the agent's work in it is lost")
             why = "its process limit was full" if recovery.cause == PROCESS_LIMIT else "the container refused it"
             return replace(done, output=RECOVERY_NOTE.format(why=why) + done.output)
-        if done.exit_code != 0 and self._process_table_full():  # it started, but found no room to fork in
+        if (done.exit_code != 0 or FORK_FAILED in done.output) and self._process_table_full():  # no room to fork
             self._recover(PROCESS_LIMIT)
             return replace(done, output=done.output + AFTER_NOTE)
         return done
