@@ -1,23 +1,23 @@
 r"""Run agents on chosen scenarios (task x protocol) and write a predictions file that evaluate.py scores as it is.
 
     # a local OpenAI-compatible server (vLLM, SGLang, llama.cpp ...), every demo scenario under the five protocols
-    python scripts/run_agents.py --scenarios 'asyncodebench-demo:*' --dataset build/demo-dataset \
+    .venv/bin/python scripts/run_agents.py --scenarios 'asyncodebench-demo:*' --dataset build/demo/dataset \
         --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --run-id qwen3-demo
-    python scripts/evaluate.py runs/qwen3-demo/predictions.jsonl --dataset build/demo-dataset
+    .venv/bin/python scripts/evaluate.py runs/qwen3-demo/predictions.jsonl --dataset build/demo/dataset
 
     # no model at all: a scripted OpenAI-compatible server on 127.0.0.1 replays per-agent replies
-    python scripts/run_agents.py --scenarios 'asyncodebench-demo:minicache/single' --dataset build/demo-dataset \
-        --model scripted --scripts my_scripts.json
+    .venv/bin/python scripts/run_agents.py --scenarios 'asyncodebench-demo:minicache/single' \
+        --dataset build/demo/dataset --model scripted --scripts my_scripts.json
 
 Scenarios are rows of the `scenarios` configuration, chosen by id patterns (`asyncodebench:wcwidth/*`, `*/single`,
 comma-separated or repeated), under the five protocols: single, serial_specialists, async_private, caid_manager
 (Async-RO-Manager) and async_manager (Async-Manager; both with a manager that writes no code). The manual is
-docs/agents.md. The default agent is mini-swe-agent (`pip install -e
-'.[agents]'`): its loop runs here, its commands in the task's pinned container (no network, the harness's limits,
-as an unprivileged user). Each agent may answer up to the scenario's budget of model responses (--budget
-overrides it, recorded). The model is reached through an OpenAI-compatible endpoint (--base-url; the key from the
-environment variable --api-key-env names, OPENAI_API_KEY by default), or, without --base-url, as a litellm model
-id (e.g. anthropic/claude-sonnet-4-5) with its provider's usual key variable.
+docs/agents.md. The default agent is mini-swe-agent (in the kit's .venv through its test extra; elsewhere `<python>
+-m pip install -e '.[agents]'`): its loop runs here, its commands in the task's pinned container (no network, the
+harness's limits, as an unprivileged user). Each agent may answer up to the scenario's budget of model responses
+(--budget overrides it, recorded). The model is reached through an OpenAI-compatible endpoint (--base-url; the key
+from the environment variable --api-key-env names, OPENAI_API_KEY by default), or, without --base-url, as a litellm
+model id (e.g. anthropic/claude-sonnet-4-5) with its provider's usual key variable.
 
 Outputs go to <output-dir>/<run-id>/: predictions.jsonl (printed on stdout when done), settings.json, and per
 scenario a folder with each agent's trajectory (trajectories/<agent>.jsonl), its patch (patches/<agent>.diff) and
@@ -77,6 +77,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--agent-seconds", type=int, default=int(DEFAULT_AGENT_SECONDS),
                         help="wall-clock seconds of one agent run, its model calls and commands (0: no limit); a "
                              "run that reaches it ends as wall_clock_timeout")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="sampling temperature sent with every model request (default: the endpoint's)")
+    parser.add_argument("--max-tokens", type=cli.positive_int, default=None,
+                        help="most tokens of one model response (default: the endpoint's)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="sampling seed sent with every model request, for endpoints that honour it")
     parser.add_argument("--command-timeout", type=cli.positive_int, default=300,
                         help="seconds one agent command may run in the container")
     parser.add_argument("--memory", type=cli.memory_size, default="4g", help="container memory limit, no swap")
@@ -163,8 +169,9 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     adapter = make_adapter(args.agent)
     scripted = scripts is not None
     limits = CallLimits(args.request_timeout, args.endpoint_retry_seconds, args.agent_seconds or None)
+    sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
     endpoint = ModelEndpoint(args.model, args.base_url, args.api_key_env or ("OPENAI_API_KEY" if args.base_url
-                                                                             else None), limits)
+                                                                             else None), limits, **sampling)
     if not scripted:  # before anything is written: a configuration that cannot work stops here
         try:
             found = check_endpoint(endpoint)
@@ -177,6 +184,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
         "base_url": None if scripted else args.base_url, "name": args.name or args.model, "budget": args.budget,
         "command_timeout_seconds": args.command_timeout, "agent_seconds": limits.agent_seconds,
         "limits": dataclasses.asdict(settings.limits),
+        "sampling": endpoint.sampling() or None,  # None when none is given: folders from before it still resume
         "scripts_sha256": hashlib.sha256(args.scripts.read_bytes()).hexdigest() if scripted else None,
     }
     specs = {s.spec.task_id: s.spec for s in scenarios}
@@ -194,7 +202,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
             try:
                 with server as running:
                     if running is not None:  # the scripted server
-                        endpoint = ModelEndpoint("scripted", running.base_url, None, limits)
+                        endpoint = ModelEndpoint("scripted", running.base_url, None, limits, **sampling)
                     config = RunnerConfig(run_dir, key, args.name or args.model, adapter, endpoint, scripted,
                                           args.budget, args.command_timeout, settings, args.max_workers,
                                           args.executor, args.ray_address, args.pull)

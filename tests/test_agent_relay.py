@@ -210,3 +210,21 @@ def test_the_shell_agent_gives_up_after_replies_without_a_command(tmp_path: Path
     ended, relay, stderr = bridge_run(tmp_path, {"agent": [{"content": "hmm", "commands": []}] * 5}, 10)
     assert ended.agent_code == 5 and relay.usage.responses == 3
     assert "3 replies in a row without a command" in stderr
+
+
+def test_the_runs_sampling_parameters_reach_the_endpoint_by_every_path(recorder: ThreadingHTTPServer,
+                                                                       tmp_path: Path) -> None:
+    """--temperature, --max-tokens and --seed: through the relay (over what the in-container agent asked) and
+    through litellm as mini-swe-agent's model and the manager call it (ModelEndpoint.litellm_args)."""
+    import litellm
+
+    url = f"http://127.0.0.1:{recorder.server_address[1]}/v1"
+    endpoint = ModelEndpoint("m", url, None, temperature=0.0, max_tokens=64, seed=7)
+    relay = ModelRelay(endpoint, 5, TrajectoryWriter(tmp_path / "t.jsonl"))
+    status, _ = relay.handle("POST", "/v1/chat/completions", request(USER, temperature=0.9, max_tokens=9000))
+    relay.writer.close()
+    name, kwargs = endpoint.litellm_args()
+    litellm.completion(model=name, messages=[USER], **kwargs)
+    sent = [{k: body.get(k) for k in ("temperature", "max_tokens", "seed")} for _, body in Recorder.seen]
+    assert status == 200 and sent == [{"temperature": 0.0, "max_tokens": 64, "seed": 7}] * 2
+    assert ModelEndpoint("m", url).sampling() == {} and "temperature" not in ModelEndpoint("m").litellm_args()[1]

@@ -74,18 +74,27 @@ def test_the_team_allows_what_each_moment_allows() -> None:
     team.start("core_agent")
     team.start("api_agent")
     assert team.running == AGENTS
-    assert "only a finished agent" in (team.check([Action("rerun", "api_agent", "", "x")], ONLINE) or "")
-    assert "only the artifact of another agent that has finished" in (
+    assert "only a finished agent whose work is merged" in (
+        team.check([Action("rerun", "api_agent", "", "x")], ONLINE) or "")
+    assert "only the merged artifact of another agent" in (
         team.check([Action("handoff", "api_agent", "core_agent", "")], ONLINE) or "")
-    team.finish("core_agent")
+    team.finish("core_agent")  # its loop ended; its artifact is not merged yet
+    unmerged = "core_agent is not running (finished, its work not merged yet)"
+    assert unmerged in (team.check([Action("message", "core_agent", "", "x")], ONLINE) or "")
+    assert "core_agent is finished, its work not merged yet" in (
+        team.check([Action("handoff", "api_agent", "core_agent", "")], ONLINE) or "")
+    assert "core_agent is finished, its work not merged yet" in (
+        team.check([Action("rerun", "core_agent", "", "x")], ONLINE) or "")
+    team.merged("core_agent")
     assert team.check([Action("handoff", "api_agent", "core_agent", ""), message], ONLINE) is None
-    assert "core_agent is not running (finished)" in (
+    assert "core_agent is not running (finished, its work merged)" in (
         team.check([Action("message", "core_agent", "", "x")], ONLINE) or "")
     assert team.check([Action("rerun", "core_agent", "", "x")], ONLINE) is None
     assert "once per reply" in (team.check([Action("rerun", "core_agent", "", "x")] * 2, ONLINE) or "")
     assert "only rerun" in (team.check([message], REVIEW) or "")
     team.start("core_agent")  # its second run
     team.finish("core_agent")
+    team.merged("core_agent")
     assert "used all its 2 runs" in (team.check([Action("rerun", "core_agent", "", "x")], REVIEW) or "")
 
 
@@ -152,6 +161,60 @@ def test_the_per_event_limit_ends_an_event_and_the_total_stops_the_manager(tmp_p
     assert (run.usage.responses, run.iteration_cap_hit) == (3, True)
 
 
+class Clock:
+    """A clock the manager reads; each model answer moves it on by `step` seconds (no real time passes)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def timed_manager(tmp_path: Path, limits: ManagerLimits, step: float
+                  ) -> tuple[Manager, list[tuple[str, dict[str, Any]]], Scripted]:
+    clock, ask = Clock(step), Scripted(*["no"] * 20)
+
+    def answer(endpoint: ModelEndpoint, messages: list[dict[str, str]]) -> tuple[str | None, int, int]:
+        clock.now += clock.step
+        return ask(endpoint, messages)
+
+    events: list[tuple[str, dict[str, Any]]] = []
+    made = Manager(ModelEndpoint("m"), limits, Team(AGENTS, 2), "system", tmp_path / "manager.jsonl",
+                   lambda event, **fields: events.append((event, fields)), answer, clock)
+    return made, events, ask
+
+
+def test_the_active_seconds_per_event_end_an_event_and_are_recorded(tmp_path: Path) -> None:
+    # 10 responses allowed per event, but each answer takes 4 s of a 10 s event: the third is the last asked.
+    made, events, ask = timed_manager(tmp_path, ManagerLimits(10, 100, None, None, 2, 10, None), step=4)
+    assert made.decide("event 1", PLAN) == []
+    assert len(ask.asked) == 3 and made.stopped is None
+    assert events[-1] == ("manager_event_time_used", {"moment": PLAN, "seconds": 12, "limit": 10})
+    assert made.decide("event 2", PLAN) == [] and len(ask.asked) == 6  # the next event has its own 10 s
+    made.finish()
+    summary = json.loads((tmp_path / "manager.jsonl").read_text().splitlines()[-1])
+    assert summary["active_seconds"] == 24 and summary["limits"]["active_seconds_per_event"] == 10
+
+
+def test_the_active_seconds_in_total_stop_the_manager(tmp_path: Path) -> None:
+    made, events, ask = timed_manager(tmp_path, ManagerLimits(10, 100, None, None, 2, None, 10), step=4)
+    assert made.decide("event 1", PLAN) == []
+    assert len(ask.asked) == 3 and made.stopped == "iteration_limit"
+    assert events[-1][0] == "manager_time_exhausted"
+    assert made.decide("event 2", PLAN) == [] and len(ask.asked) == 3  # stopped: not asked again
+    run = made.finish()
+    assert run.iteration_cap_hit and "12.000 active seconds used of the manager's 10" in run.detail
+
+
+def test_the_row_gives_the_managers_time_budget() -> None:
+    row = {"manager_max_iterations": 30, "manager_max_active_seconds_per_event": 7200,
+           "manager_max_active_seconds_total": 21600}
+    limits = ManagerLimits.of(row, None)
+    assert (limits.seconds_per_event, limits.seconds_total) == (7200, 21600)
+    assert limits.to_record()["active_seconds_total"] == 21600
+
+
 def test_a_failing_endpoint_stops_the_manager(tmp_path: Path) -> None:
     made, events = manager(tmp_path, Scripted(fail=True), ManagerLimits(2, 3, None, None, 2))
     assert made.decide("event", PLAN) == []
@@ -165,9 +228,9 @@ def test_the_inbox_delivers_between_steps_and_refuses_after_the_agent_finished()
     assert inbox.post("one") and inbox.post("two")
     assert inbox.take() == ["one", "two"] and delivered == ["one", "two"]
     assert inbox.take() == []
-    assert inbox.post("late")
+    assert inbox.post("late") and not inbox.closed
     assert inbox.close() == ["late"]  # never taken: undelivered
-    assert inbox.post("after") is False
+    assert inbox.closed and inbox.post("after") is False
 
 
 def test_a_waiting_scripted_reply_sleeps_until_its_text_arrives() -> None:

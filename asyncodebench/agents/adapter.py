@@ -50,12 +50,21 @@ class CallLimits:
 class ModelEndpoint:
     """Which model an agent asks, and where: `name` as the endpoint knows it; `base_url` of an OpenAI-compatible
     endpoint (None: `name` is a litellm id such as `anthropic/...`, reached with its provider's usual key);
-    `api_key_env`: the environment variable holding the key (never the key itself, which stays out of records)."""
+    `api_key_env`: the environment variable holding the key (never the key itself, which stays out of records);
+    the sampling parameters sent with every request (None: the endpoint's own default)."""
 
     name: str
     base_url: str | None = None
     api_key_env: str | None = None
     limits: CallLimits = CallLimits()
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling parameters given, as a chat-completions request takes them."""
+        given = {"temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
+        return {k: v for k, v in given.items() if v is not None}
 
     def to_record(self) -> dict[str, Any]:
         """The endpoint as settings and predictions record it."""
@@ -64,7 +73,7 @@ class ModelEndpoint:
     def litellm_args(self) -> tuple[str, dict[str, Any]]:
         """The model name and keyword arguments litellm takes for this endpoint: an OpenAI-compatible server at
         `base_url` (the name sent as it is, the key from `api_key_env` or OPENAI_API_KEY), or a litellm model id."""
-        kwargs: dict[str, Any] = {"drop_params": True}
+        kwargs: dict[str, Any] = {"drop_params": True, **self.sampling()}
         if self.base_url:
             kwargs["api_base"] = self.base_url
             kwargs["api_key"] = os.environ.get(self.api_key_env or "OPENAI_API_KEY") or "none"
@@ -119,6 +128,12 @@ class Inbox:
             if self._on_delivered is not None:
                 self._on_delivered(text)
         return taken
+
+    @property
+    def closed(self) -> bool:
+        """Whether the agent has finished (a post is refused from now on)."""
+        with self._lock:
+            return self._closed
 
     def close(self) -> list[str]:
         """Refuse further posts; return the messages never taken (undelivered)."""

@@ -9,6 +9,16 @@ sandbox user at once; the harness's watchdog kills the container if even that fa
 its processes are ended before anything of the tree is read, and the diff is made by root with git's hooks,
 external diff and text conversion drivers off.
 
+A container whose process table the agent filled (a fork bomb detached from its command) cannot start the next
+command: `docker exec` or `timeout` fails to fork and the daemon answers 126 or 125, which an agent's own command
+can also return. So root writes the command's number to `STARTED_FILE` before it becomes the sandbox user; a
+command that exits 125 to 127 without having written it never started. Then every process of the container is
+ended from outside (the container's init, `Sandbox.end_processes`, which needs no new process), the command is run
+again, and its output starts with a note saying so. A command that started but failed, or printed that a fork
+failed, while the container's process counter is at its limit also ends every process, and its output ends with a
+note. Each recovery is recorded (`Recovery`); a command that cannot start even in the emptied container means the
+workspace is lost.
+
 On a task with a native build (`spec.build`), the workspace gets what each evaluated state gets
 (`harness.build_tree.StateBuildTree`): a copy-on-write overlay of the image's build tree, writable here, whose
 changes go to a tmpfs bounded by the run's `build_space`, mounted at the task's build folder. The agent runs the
@@ -20,25 +30,38 @@ takes it out of the index again after `git add` (a `.gitignore` in the tree coul
 
 from __future__ import annotations
 
+import os
 import shlex
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator
 
-from asyncodebench.agents.adapter import CommandResult
+from asyncodebench.agents.adapter import CommandResult, now
 from asyncodebench.harness.build_tree import StateBuildTree
 from asyncodebench.harness.evaluation import Workbench
 from asyncodebench.harness.sandbox import IO_DIR, OVERSIZED, SANDBOX_GID, SANDBOX_UID, Sandbox, SandboxUnavailableError
 from asyncodebench.harness.workspace import GIT_CONFIG, HOME_DIR
+from asyncodebench.scoring.patches import outside_scope
 
 KILL_GRACE_SECONDS = 5
 DIFF_SECONDS = 300
 PATCH_CAP_BYTES = 20_000_000  # an agent's patch larger than this is not carried (a model outcome, recorded)
 DIFF_FILE = f"{IO_DIR}/agent.diff"
-# Becomes the sandbox user, then runs the command with bash (sh where the image has no bash). Run with -I, so
-# nothing of the work tree or the environment is imported while it is still root.
+CHANGED_FILE = f"{IO_DIR}/agent.changed"  # `git diff --name-status -z` of everything the agent changed
+DROP_LIST = f"{IO_DIR}/agent.dropped"  # the paths taken out of a single agent's patch, NUL-separated
+OUTSIDE_REASON = "outside the writable paths"
+STARTED_FILE = f"{IO_DIR}/command.started"  # the number of the last command that started (root's folder)
+NOT_STARTED_CODES = (125, 126, 127)  # timeout's, or docker exec's, own failures (an agent's command may give them)
+# Notes that the command started (its number, argv[2]), becomes the sandbox user, then runs the command with bash
+# (sh where the image has no bash). Run with -I, so nothing of the work tree or the environment is imported while
+# it is still root. A full IO folder must not keep the command from running: the note is then left out.
 DROP_PRIVILEGES = (
     "import os, shutil, sys\n"
+    "try:\n"
+    f"    with open({STARTED_FILE!r}, 'w') as handle:\n"
+    "        handle.write(sys.argv[2])\n"
+    "except OSError:\n"
+    "    pass\n"
     f"os.setgroups([]); os.setgid({SANDBOX_GID}); os.setuid({SANDBOX_UID})\n"
     "shell = shutil.which('bash') or 'sh'\n"
     "os.execvp(shell, [shell, '-c', sys.argv[1]])\n"
@@ -75,6 +98,76 @@ def native_build_access(bench: Workbench) -> NativeBuildAccess | None:
                              bench.settings.build_timeout or build.timeout_seconds)
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """A time every process of the agent's container was ended because a command could not start (it was then run
+    again) or failed with the container's process counter at its limit: which command (1-based), why
+    (`process_limit` when the counter was at its limit, else `not_started`), the counter as the daemon gave it,
+    and when."""
+
+    command_index: int
+    cause: str
+    pids: int | None
+    pids_limit: int | None
+    at: str
+
+    def to_record(self) -> dict[str, Any]:
+        """The recovery as the runner's record keeps it."""
+        return {"command_index": self.command_index, "cause": self.cause, "pids": self.pids,
+                "pids_limit": self.pids_limit, "at": self.at}
+
+
+PROCESS_LIMIT = "process_limit"
+# A counter this close to its limit is full (a tenth of it, at least 2): a bomb's shells retry their forks with
+# growing pauses, so a few slots may be free for a while when the counter is read.
+PIDS_HEADROOM = 2
+# What a failed fork prints (EAGAIN), also when the shell's retries finally succeed and the command exits 0; it
+# (or a failure) triggers the check of the container's counter, which costs a daemon call of about a second.
+FORK_FAILED = "Resource temporarily unavailable"
+AFTER_NOTE = ("\n(after this command your workspace's process limit was full; every process of the workspace, "
+              "background ones included, was ended: run the command again if it failed for want of a process)")
+RECOVERY_NOTE = ("(a new process could not start in your workspace: {why}; every process of the workspace, "
+                 "background ones included, was ended, and your command was then run)\n")
+
+
+def _full(pids: int | None, pids_limit: int | None) -> bool:
+    if pids is None or pids_limit is None or pids_limit <= 0:
+        return False
+    return pids_limit <= pids + max(PIDS_HEADROOM, pids_limit // 10)
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A changed path left out of the agent's patch, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WorkspacePatch:
+    """What `AgentWorkspace.patch` read: the diff kept, the changed paths outside the writable paths, those of
+    them dropped from the diff (a single agent's), and why the diff could not be read (None when it could)."""
+
+    raw: bytes
+    out_of_scope: tuple[str, ...]
+    dropped: tuple[Dropped, ...]
+    problem: str | None
+
+
+def changed_paths(name_status: bytes) -> list[tuple[str, ...]]:
+    """`git diff --name-status -z` as one tuple of paths per change (two for a rename or a copy), as text the way
+    `patch_text` decodes a diff."""
+    fields = name_status.split(b"\0")
+    changes: list[tuple[str, ...]] = []
+    at = 0
+    while at < len(fields) and fields[at]:
+        count = 2 if fields[at][:1] in (b"R", b"C") else 1
+        changes.append(tuple(f.decode("utf-8", errors="surrogateescape") for f in fields[at + 1:at + 1 + count]))
+        at += 1 + count
+    return changes
+
+
 class WorkspaceLostError(RuntimeError):
     """The agent's container stopped (killed after outliving a limit, or emptied by the OOM killer): the agent's
     doing, and its work is gone."""
@@ -88,6 +181,9 @@ class AgentWorkspace:
         self.box, self.interpreter, self.workdir = box, interpreter, workdir
         self.command_timeout = command_timeout
         self.build = build
+        self.commands = 0  # commands run so far
+        self.recoveries: list[Recovery] = []
+        self.on_recovery: Callable[[Recovery], None] | None = None  # told of each recovery as it happens
 
     @property
     def container_name(self) -> str:
@@ -97,37 +193,84 @@ class AgentWorkspace:
     def execute(self, command: str, timeout: float | None = None) -> CommandResult:
         """Run `command` as the sandbox user in the work tree under a time limit.
 
-        A command the container cannot start (its process limit is full) ends every process of the container and
-        says so in its output; the agent may go on.
+        A command the container cannot start (its process limit is full) ends every process of the container,
+        runs the command again and says so at the start of its output; the agent may go on.
 
         Raises:
-            WorkspaceLostError: the container is gone (the agent's doing).
+            WorkspaceLostError: the container is gone, or cannot start a command even once emptied (the agent's
+                doing).
             SandboxUnavailableError: the daemon failed (infrastructure).
         """
         limit = max(1, int(timeout or self.command_timeout))
         if self.build is not None and command.strip() == self.build.command_line:
             limit = max(limit, self.build.timeout_seconds)
+        self.commands += 1
+        done = self._run(command, limit)
+        if done is None:  # it never started: empty the container and run it again
+            recovery = self._recover()
+            done = self._run(command, limit)
+            if done is None:
+                raise WorkspaceLostError(f"the workspace container {self.box.name} cannot start a command even "
+                                         "with every process ended; the agent's work in it is lost")
+            why = "its process limit was full" if recovery.cause == PROCESS_LIMIT else "the container refused it"
+            return replace(done, output=RECOVERY_NOTE.format(why=why) + done.output)
+        if (done.exit_code != 0 or FORK_FAILED in done.output) and self._process_table_full():  # no room to fork
+            self._recover(PROCESS_LIMIT)
+            return replace(done, output=done.output + AFTER_NOTE)
+        return done
+
+    def _run(self, command: str, limit: int) -> CommandResult | None:
+        """The command's result, or None when it never started."""
+        token = str(self.commands)
         argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), str(limit), self.interpreter, "-I", "-c", DROP_PRIVILEGES,
-                command]
+                command, token]
         try:
             done = self.box.exec(argv, limit + KILL_GRACE_SECONDS, env=AGENT_ENV)
         except SandboxUnavailableError:
             if not self._running():
                 raise WorkspaceLostError(self._lost()) from None
-            self.box.end_processes()  # e.g. a fork bomb holds the process limit: no new process can start
-            return CommandResult("the command could not be started (the workspace's process limit was full, most "
-                                 "likely); every process of the workspace was ended", None, 0.0, False)
+            return None  # the daemon could not start it in a running container: a full process table, most likely
         if done.killed_by_watchdog or not self._running():
             raise WorkspaceLostError(self._lost())
+        if done.exit_code in NOT_STARTED_CODES and self.box.read_file(STARTED_FILE, 100) != token.encode():
+            return None
         timed_out = done.exit_code == 124 or (done.exit_code == 137 and done.duration_seconds >= limit)
         output = done.output.decode("utf-8", errors="replace")
         if timed_out:
             output += f"\n(the command was stopped after its time limit of {limit} s)"
         return CommandResult(output, done.exit_code, round(done.duration_seconds, 3), timed_out)
 
-    def patch(self) -> tuple[bytes, str | None]:
+    def _recover(self, cause: str | None = None) -> Recovery:
+        """End every process of the container from outside and record why."""
+        pids, pids_limit = self._pids()
+        self.box.end_processes()
+        cause = cause or (PROCESS_LIMIT if _full(pids, pids_limit) else "not_started")
+        recovery = Recovery(self.commands, cause, pids, pids_limit, now())
+        self.recoveries.append(recovery)
+        if self.on_recovery is not None:
+            self.on_recovery(recovery)
+        return recovery
+
+    def _process_table_full(self) -> bool:
+        return _full(*self._pids())
+
+    def _pids(self) -> tuple[int | None, int | None]:
+        """The container's process counter and limit as the daemon reports them (None where it does not)."""
+        try:
+            stats = self.box.client.api.stats(self.box.container.id, stream=False, one_shot=True)
+        except Exception:  # the record's detail only: the recovery goes on without it
+            return None, None
+        counter = stats.get("pids_stats") or {}
+        current, limit = counter.get("current"), counter.get("limit")
+        return (current if isinstance(current, int) else None), (limit if isinstance(limit, int) else None)
+
+    def patch(self, writable: tuple[str, ...], keep_in_scope_only: bool = False) -> WorkspacePatch:
         """Everything the agent changed in the tree since its start state, as a binary git diff (transient test
-        files left out), and why it could not be read (None when it could). Ends the agent's processes first.
+        files left out), the changed paths outside `writable`, and why the diff could not be read (None when it
+        could). With `keep_in_scope_only` (a single agent), the paths outside `writable` are dropped before the
+        diff is made, so the patch's size limit applies to what is kept: a huge scratch file outside the paths
+        cannot cost the agent its in-scope work. A rename into or out of scope is dropped whole. Ends the agent's
+        processes first.
 
         Raises:
             WorkspaceLostError: the container is gone.
@@ -142,17 +285,43 @@ class AgentWorkspace:
         # that names an ignored folder, which it is unless a .gitignore of the agent's took it back in.
         unstage_build = "" if self.build is None else \
             f"{git} reset -q HEAD -- {shlex.quote(f':(top,literal){self.build.build_dir}')} && "
-        script = (f"cd {shlex.quote(self.workdir)} && {git} add -A -- . {excludes} && {unstage_build}"
-                  f"{git} diff --cached --binary --no-textconv --no-ext-diff HEAD > {DIFF_FILE}")
-        env = {"HOME": f"{IO_DIR}/git", "GIT_CONFIG_GLOBAL": GIT_CONFIG, "GIT_CONFIG_NOSYSTEM": "1"}
-        done = self.box.exec(["sh", "-c", script], DIFF_SECONDS, env=env)
-        if done.exit_code != 0:
-            return b"", f"git could not read the work tree (exit {done.exit_code}): " \
-                        f"{done.output.decode('utf-8', 'replace')[-1000:]}"
+        listed = self._git(f"{git} add -A -- . {excludes} && {unstage_build}"
+                           f"{git} diff --cached --name-status -z HEAD > {CHANGED_FILE}")
+        if isinstance(listed, str):
+            return WorkspacePatch(b"", (), (), listed)
+        raw_list = self.box.read_file(CHANGED_FILE, PATCH_CAP_BYTES)
+        if raw_list is OVERSIZED or raw_list is None:
+            return WorkspacePatch(b"", (), (), f"the list of the agent's changed paths is larger than "
+                                               f"{PATCH_CAP_BYTES} bytes")
+        changes = changed_paths(raw_list)
+        outside = tuple(dict.fromkeys(p for paths in changes for p in outside_scope(paths, writable)))
+        dropped: tuple[Dropped, ...] = ()
+        if keep_in_scope_only and outside:
+            gone = [p for paths in changes if outside_scope(paths, writable) for p in paths]
+            dropped = tuple(Dropped(p, OUTSIDE_REASON) for p in outside)
+            self.box.write_files({DROP_LIST.rsplit("/", 1)[1]: b"".join(
+                os.fsencode(p) + b"\0" for p in dict.fromkeys(gone))}, IO_DIR)
+            unstaged = self._git(f"GIT_LITERAL_PATHSPECS=1 {git} reset -q HEAD --pathspec-from-file={DROP_LIST} "
+                                 "--pathspec-file-nul")
+            if isinstance(unstaged, str):
+                return WorkspacePatch(b"", outside, dropped, unstaged)
+        made = self._git(f"{git} diff --cached --binary --no-textconv --no-ext-diff HEAD > {DIFF_FILE}")
+        if isinstance(made, str):
+            return WorkspacePatch(b"", outside, dropped, made)
         raw = self.box.read_file(DIFF_FILE, PATCH_CAP_BYTES)
         if raw is OVERSIZED:
-            return b"", f"the agent's patch is larger than {PATCH_CAP_BYTES} bytes"
-        return raw or b"", None
+            kept = "in-scope patch" if keep_in_scope_only else "patch"
+            return WorkspacePatch(b"", outside, dropped, f"the agent's {kept} is larger than {PATCH_CAP_BYTES} bytes")
+        return WorkspacePatch(raw or b"", outside, dropped, None)
+
+    def _git(self, script: str) -> None | str:
+        """Run `script` as root in the work tree with the trusted git configuration; why it failed, or None."""
+        env = {"HOME": f"{IO_DIR}/git", "GIT_CONFIG_GLOBAL": GIT_CONFIG, "GIT_CONFIG_NOSYSTEM": "1"}
+        done = self.box.exec(["sh", "-c", f"cd {shlex.quote(self.workdir)} && {script}"], DIFF_SECONDS, env=env)
+        if done.exit_code != 0:
+            return f"git could not read the work tree (exit {done.exit_code}): " \
+                   f"{done.output.decode('utf-8', 'replace')[-1000:]}"
+        return None
 
     def _running(self) -> bool:
         try:

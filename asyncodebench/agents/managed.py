@@ -9,7 +9,10 @@ that never writes code.
   time one finishes, after its artifact is merged (completion order, one merge at a time), while the others still
   run: it may send a running specialist a message, hand it a finished one's merged artifact (the diff, in its next
   observation), or run a finished one again from the integrated state. Once its budget is used up it stops and the
-  specialists finish without it.
+  specialists finish without it. Before each decision the team's states are read from the agents themselves: one
+  whose loop has ended (its inbox closed) is `finished` even while its artifact waits to be merged, so a message to
+  it is refused with the reason; one that finishes between the decision and the post is told to the manager with
+  the next event.
 
 Checkpoints (METRICS section 0): per specialist run an `agent_artifact` (its own workspace: its start state plus
 its changes) and an `integration_after_merge` (the integrated state after its merge, or unchanged when rejected),
@@ -24,7 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from asyncodebench.agents.adapter import Inbox
-from asyncodebench.agents.manager import MANAGER_ID, ONLINE, PLAN, REVIEW, Action, Manager, ManagerLimits, Team
+from asyncodebench.agents.manager import (
+    MANAGER_ID,
+    ONLINE,
+    PLAN,
+    REVIEW,
+    STATE_WORDS,
+    Action,
+    Manager,
+    ManagerLimits,
+    Team,
+)
 from asyncodebench.agents.prompts import Handoff, manager_event, manager_system
 from asyncodebench.agents.team import AgentOutcome, Context, Events, Outcome, Scenario, run_agent
 from asyncodebench.harness.integration import AgentArtifact, AgentMerge, merge_order
@@ -85,7 +98,7 @@ def team_lines(team: Team, agents: list[AgentOutcome], board: Board) -> list[str
     lines = []
     for agent_id in team.agents:
         runs = [a for a in agents if a.run.agent_id == agent_id]
-        line = f"- {agent_id}: {team.state[agent_id]}, runs {team.runs[agent_id]} of {team.max_runs}"
+        line = f"- {agent_id}: {STATE_WORDS[team.state[agent_id]]}, runs {team.runs[agent_id]} of {team.max_runs}"
         if runs and agent_id in last:
             changed = ", ".join(touched_paths(runs[-1].patch).paths) or "nothing"
             reason = f" ({last[agent_id].reason})" if last[agent_id].reason else ""
@@ -131,13 +144,19 @@ class Session:
         return pool.submit(run_agent, self.ctx, self.scenario, self.by_agent[agent_id], patch_bytes(start),
                            self.events, handoffs, messages, inbox, agent_id if run == 1 else f"{agent_id}.run{run}")
 
+    def refresh(self, inboxes: dict[str, Inbox]) -> None:
+        """Mark `finished` each running agent whose loop has ended (its inbox closed), merged or not yet."""
+        for agent_id in self.team.running:
+            if agent_id in inboxes and inboxes[agent_id].closed:
+                self.team.finish(agent_id)
+
     def latest(self) -> list[AgentOutcome]:
         """Each agent's last finished run."""
         return list({a.run.agent_id: a for a in self.agents}.values())
 
     def done(self) -> Outcome:
         """Close the manager (its run counts with the agents') and build the outcome."""
-        self.events.add("manager_finished")
+        self.events.add("manager_finished", active_seconds=round(self.manager.active_seconds, 3))
         run = self.manager.finish()
         manager = AgentOutcome(run, "", (), None, "")
         return self.board.outcome([*self.agents, manager], self.events)
@@ -157,6 +176,7 @@ def run_caid_manager(ctx: Context, scenario: Scenario) -> Outcome:
                     session.team.finish(agent_id)
                     session.agents.append(outcome)
                     merge(ctx, scenario, session.board, outcome, start, session.events)
+                    session.team.merged(agent_id)
             starts = {}
             if any(session.team.runs[a] < session.team.max_runs for a in session.order):
                 for action in session.manager.decide(_review(session), REVIEW):
@@ -178,6 +198,7 @@ def run_async_manager(ctx: Context, scenario: Scenario) -> Outcome:
     session = Session(ctx, scenario)
     briefs = session.brief()
     inboxes: dict[str, Inbox] = {}
+    undelivered: list[str] = []  # actions posted too late, told to the manager with its next event
     slots = len(session.order) * session.team.max_runs
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="agent") as pool:
         running: dict[Future[AgentOutcome], tuple[str, str]] = {}
@@ -196,13 +217,17 @@ def run_async_manager(ctx: Context, scenario: Scenario) -> Outcome:
                 session.team.finish(agent_id)
                 session.agents.append(outcome)
                 merge(ctx, scenario, session.board, outcome, start, session.events)
-                for action in session.manager.decide(_woken(session, agent_id), ONLINE):
-                    _carry_out(session, action, inboxes, launch)
+                session.team.merged(agent_id)
+                session.refresh(inboxes)
+                prompt, undelivered[:] = _woken(session, agent_id, undelivered), []
+                for action in session.manager.decide(prompt, ONLINE):
+                    _carry_out(session, action, inboxes, launch, undelivered)
     return session.done()
 
 
-def _woken(session: Session, agent_id: str) -> str:
-    return manager_event(f"{agent_id} finished and its work is merged",
+def _woken(session: Session, agent_id: str, undelivered: list[str]) -> str:
+    late = "".join(f"Not delivered: {note}\n" for note in undelivered)
+    return manager_event(f"{late}{agent_id} finished and its work is merged",
                          team_lines(session.team, session.agents, session.board),
                          "Message or hand artifacts to running agents, run finished ones again, or reply "
                          "{\"actions\": []}.")
@@ -213,8 +238,9 @@ def _delivery(events: Events, agent_id: str) -> Callable[[str], None]:
 
 
 def _carry_out(session: Session, action: Action, inboxes: dict[str, Inbox],
-               launch: Callable[[str, str, tuple[str, ...]], None]) -> None:
-    """One accepted online action."""
+               launch: Callable[[str, str, tuple[str, ...]], None], undelivered: list[str]) -> None:
+    """One accepted online action; a post the agent's inbox refuses (it finished after the decision) is noted in
+    `undelivered` for the manager."""
     if action.type == "rerun":
         session.events.add("rerun_requested", agent_id=action.target, moment=ONLINE)
         launch(action.target, session.board.integrated, (action.text,))
@@ -231,6 +257,10 @@ def _carry_out(session: Session, action: Action, inboxes: dict[str, Inbox],
         text, event = action.text, "message_sent"
     posted = inboxes[action.target].post(text)
     session.events.add(event, agent_id=action.target, source=action.source or MANAGER_ID, posted=posted)
+    if not posted:
+        session.team.finish(action.target)
+        what = "the message" if action.type == "message" else f"the hand-off of {action.source}'s artifact"
+        undelivered.append(f"{what} to {action.target}: it finished before it could read it.")
 
 
 RUNNERS: dict[str, Callable[[Context, Scenario], Outcome]] = {

@@ -9,8 +9,9 @@ A manager reply carries one JSON object, alone or as the only ```json fenced blo
     ]}                                                              integrated state, told `text`
 
 An empty list is a valid "nothing to do". The reply is parsed strictly (`parse_actions`) and checked against the
-team's state (`Team.check`): which actions the moment allows, agents that exist and are running or finished, rounds
-and interventions left. A reply that fails either is rejected whole, recorded, and costs its response; the manager
+team's state (`Team.check`): which actions the moment allows, agents that exist and are in the state the action
+needs (a message reaches only a running agent; only a merged artifact is handed off or run again), rounds and
+interventions left. A reply that fails either is rejected whole, recorded, and costs its response; the manager
 is told why and asked again while its budget lasts. Model output is hostile: sizes and counts are bounded.
 """
 
@@ -45,6 +46,8 @@ FIELDS = {"message": {"type", "to", "text"}, "handoff": {"type", "from", "to"}, 
 # while specialists run (online).
 PLAN, REVIEW, ONLINE = "plan", "review", "online"
 ALLOWED = {PLAN: ("message",), REVIEW: ("rerun",), ONLINE: ("message", "handoff", "rerun")}
+STATE_WORDS = {"waiting": "not started", "running": "running", "finished": "finished, its work not merged yet",
+               "merged": "finished, its work merged"}
 FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n```", re.DOTALL)
 
 
@@ -110,8 +113,9 @@ def _action(item: Any, number: int) -> Action:
 class Team:
     """The specialists as the manager sees them: the protocol's state machine, without containers.
 
-    An agent is `waiting` (not started), `running` or `finished`; `runs` counts its runs (a rerun starts another,
-    at most `max_runs`); each accepted action counts as one intervention (at most `max_interventions`, if set).
+    An agent is `waiting` (not started), `running` (its loop takes messages), `finished` (its loop ended; its
+    artifact is not merged yet) or `merged`; `runs` counts its runs (a rerun starts another, at most `max_runs`);
+    each accepted action counts as one intervention (at most `max_interventions`, if set).
     """
 
     agents: tuple[str, ...]
@@ -133,6 +137,10 @@ class Team:
         """The agent's run ended (its artifact is merged next)."""
         self.state[agent] = "finished"
 
+    def merged(self, agent: str) -> None:
+        """The agent's artifact is merged into the integrated state."""
+        self.state[agent] = "merged"
+
     @property
     def running(self) -> tuple[str, ...]:
         """The agents running now."""
@@ -153,12 +161,15 @@ class Team:
                     return f"{where}: there is no agent {agent!r}; the agents are {', '.join(self.agents)}"
             state = self.state[action.target]
             if action.type in ("message", "handoff") and moment == ONLINE and state != "running":
-                return f"{where}: {action.target} is not running ({state}); a message reaches only a running agent"
-            if action.type == "handoff" and (self.state[action.source] != "finished" or action.source == action.target):
-                return f"{where}: only the artifact of another agent that has finished can be handed off"
+                return (f"{where}: {action.target} is not running ({STATE_WORDS[state]}); a message reaches only a "
+                        "running agent, and is never delivered to one that has finished")
+            if action.type == "handoff" and (self.state[action.source] != "merged" or action.source == action.target):
+                return (f"{where}: only the merged artifact of another agent can be handed off; {action.source} is "
+                        f"{STATE_WORDS[self.state[action.source]]}")
             if action.type == "rerun":
-                if state != "finished" or action.target in reruns:
-                    return f"{where}: only a finished agent can be run again, once per reply"
+                if state != "merged" or action.target in reruns:
+                    return (f"{where}: only a finished agent whose work is merged can be run again, once per reply; "
+                            f"{action.target} is {STATE_WORDS[state]}")
                 if self.runs[action.target] >= self.max_runs:
                     return f"{where}: {action.target} has used all its {self.max_runs} runs"
                 reruns.add(action.target)
@@ -168,13 +179,16 @@ class Team:
 @dataclass(frozen=True)
 class ManagerLimits:
     """The manager's budget: model responses per event and in total, total tokens (None: no limit), interventions
-    (None: no limit), and runs per specialist (`max_rounds_chat`)."""
+    (None: no limit), runs per specialist (`max_rounds_chat`), and its active seconds (the time it spends deciding)
+    per event and in total (None: no limit)."""
 
     per_event: int
     total: int
     tokens: int | None
     interventions: int | None
     runs_per_agent: int
+    seconds_per_event: int | None = None
+    seconds_total: int | None = None
 
     @classmethod
     def of(cls, budget: dict[str, Any], override: int | None) -> ManagerLimits:
@@ -184,13 +198,18 @@ class ManagerLimits:
         if override:
             per_event, total = min(per_event, override), min(total, override)
         tokens, interventions = budget.get("manager_max_tokens_total"), budget.get("manager_max_interventions")
+        per_event_seconds = budget.get("manager_max_active_seconds_per_event")
+        total_seconds = budget.get("manager_max_active_seconds_total")
         return cls(per_event, total, int(tokens) if tokens else None,
-                   int(interventions) if interventions is not None else None, int(budget.get("max_rounds_chat") or 1))
+                   int(interventions) if interventions is not None else None, int(budget.get("max_rounds_chat") or 1),
+                   int(per_event_seconds) if per_event_seconds else None,
+                   int(total_seconds) if total_seconds else None)
 
     def to_record(self) -> dict[str, Any]:
         """The limits as the scenario's events record them."""
         return {"unit": "model_response", "per_event": self.per_event, "total": self.total, "tokens": self.tokens,
-                "interventions": self.interventions, "runs_per_agent": self.runs_per_agent}
+                "interventions": self.interventions, "runs_per_agent": self.runs_per_agent,
+                "active_seconds_per_event": self.seconds_per_event, "active_seconds_total": self.seconds_total}
 
 
 Complete = Callable[[ModelEndpoint, list[dict[str, str]]], tuple[str | None, int, int]]
@@ -227,11 +246,18 @@ class Manager:
     endpoint failed makes the scenario invalid, METRICS section 9). Every reply, rejection, retry and stop is
     written to the trajectory and, through `record`, to the scenario's events. `ask` replaces the model client
     (tests).
+
+    The active time (seconds spent in `decide`, measured by `clock`) is bounded per event and in total, checked
+    before each request: a request under way is not cut short (the model client bounds it), so an event may run
+    over its limit by one request. The seconds of each decision and the total are recorded.
     """
 
     def __init__(self, endpoint: ModelEndpoint, limits: ManagerLimits, team: Team, system: str, trajectory: Path,
-                 record: Callable[..., None], ask: Complete | None = None) -> None:
+                 record: Callable[..., None], ask: Complete | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.endpoint, self.limits, self.team, self.trajectory = endpoint, limits, team, trajectory
+        self.clock_of = clock
+        self.active_seconds = 0.0  # spent deciding, over all events
         self.writer = TrajectoryWriter(trajectory)
         self.client = ModelClient(endpoint, f"{trajectory.parent.parent.name} {MANAGER_ID}", self.writer.write)
         self.record = record
@@ -247,9 +273,16 @@ class Manager:
         """The accepted actions for the event `prompt` describes ([] when none, or the manager is stopped)."""
         if self.stopped:
             return []
+        began = self.clock_of()
+        try:
+            return self._decide(prompt, moment, began)
+        finally:
+            self.active_seconds += self.clock_of() - began
+
+    def _decide(self, prompt: str, moment: str, began: float) -> list[Action]:
         self._say("user", prompt)
         for _ in range(self.limits.per_event):
-            if self._out_of_budget():
+            if self._out_of_budget() or self._out_of_time(moment, self.clock_of() - began):
                 return []
             try:
                 content, prompt_tokens, completion_tokens = self.ask(self.endpoint, self.messages)
@@ -272,12 +305,13 @@ class Manager:
                 self.team.interventions += len(actions)
                 self.record("manager_decision", moment=moment,
                             actions=[{"type": a.type, "target": a.target, "source": a.source or None}
-                                     for a in actions])
+                                     for a in actions], seconds=round(self.clock_of() - began, 3))
                 return actions
             self.record("manager_action_rejected", moment=moment, problem=problem)
             self._say("user", f"Your reply was rejected and nothing was done: {problem}\nReply again with one JSON "
                               "object {\"actions\": [...]}.")
-        self.record("manager_event_budget_used", moment=moment, responses=self.limits.per_event)
+        self.record("manager_event_budget_used", moment=moment, responses=self.limits.per_event,
+                    seconds=round(self.clock_of() - began, 3))
         return []
 
     def _out_of_budget(self) -> bool:
@@ -289,9 +323,21 @@ class Manager:
             return True
         return False
 
-    def _stop(self, reason: str, detail: str) -> None:
+    def _out_of_time(self, moment: str, spent: float) -> bool:
+        """Whether the active time is used up: in total (the manager stops) or for this event (it ends)."""
+        total, per_event = self.limits.seconds_total, self.limits.seconds_per_event
+        if total is not None and self.active_seconds + spent >= total:  # a budget of the row used, as tokens are
+            self._stop(ITERATION_LIMIT, f"{self.active_seconds + spent:.3f} active seconds used of the manager's "
+                                        f"{total}", "manager_time_exhausted")
+            return True
+        if per_event is not None and spent >= per_event:
+            self.record("manager_event_time_used", moment=moment, seconds=round(spent, 3), limit=per_event)
+            return True
+        return False
+
+    def _stop(self, reason: str, detail: str, event: str = "") -> None:
         self.stopped, self.detail = reason, detail
-        event = "manager_budget_exhausted" if reason == ITERATION_LIMIT else "manager_failed"
+        event = event or ("manager_budget_exhausted" if reason == ITERATION_LIMIT else "manager_failed")
         self.record(event, termination_reason=reason, detail=detail)
 
     def _say(self, role: str, content: str) -> None:
@@ -305,6 +351,7 @@ class Manager:
                       round(time.monotonic() - self.clock, 3))
         self.writer.write("summary", agent="manager", termination_reason=reason, detail=self.detail,
                           limits=self.limits.to_record(), interventions=self.team.interventions,
+                          active_seconds=round(self.active_seconds, 3),
                           usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                                  "total_tokens": usage.total_tokens, "responses": usage.responses,
                                  "seconds": usage.seconds},

@@ -37,8 +37,8 @@ def run_single(ctx: Context, scenario: Scenario) -> Outcome:
     """One agent from the base; what it changed outside its writable paths is dropped from the final patch."""
     events = Events()
     (assignment,) = scenario.row["assignments"]
-    agent = run_agent(ctx, scenario, assignment, b"", events)
-    kept, _ = restrict(agent.patch, tuple(assignment["writable_paths"]))
+    agent = run_agent(ctx, scenario, assignment, b"", events, keep_in_scope_only=True)
+    kept, _ = restrict(agent.patch, tuple(assignment["writable_paths"]))  # already so; the text rule as a check
     events.add("final_integrated")
     return Outcome(kept, None, [agent], events=events.items)
 

@@ -95,6 +95,7 @@ class ModelRelay:
         self._record_messages(request["messages"])
         forwarded = {k: v for k, v in request.items() if k in PARAMETERS}
         forwarded["messages"] = self._with_inbox(request["messages"])
+        forwarded.update(self.endpoint.sampling())  # the run's sampling parameters, whatever the agent asked
         started = time.monotonic()
         status, answer = self._forward(forwarded)
         seconds = round(time.monotonic() - started, 4)

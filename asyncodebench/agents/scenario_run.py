@@ -7,6 +7,8 @@ below both so neither imports the other for it.
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -45,8 +47,7 @@ def endpoint_for(config: RunnerConfig, scenario: Scenario) -> Callable[[str], Mo
     if not config.scripted:
         return lambda agent_id: config.endpoint
     prefix = f"{SCRIPTED}/{scenario.row['task_id']}/{scenario.protocol}"
-    return lambda agent_id: ModelEndpoint(f"{prefix}/{agent_id}", config.endpoint.base_url, None,
-                                          config.endpoint.limits)
+    return lambda agent_id: dataclasses.replace(config.endpoint, name=f"{prefix}/{agent_id}", api_key_env=None)
 
 
 def run_one(client: Any, config: RunnerConfig, scenario: Scenario, overlays: dict[str, bytes]) -> dict[str, Any]:
@@ -57,7 +58,9 @@ def run_one(client: Any, config: RunnerConfig, scenario: Scenario, overlays: dic
     """
     folder = runfolder.scenario_folder(config.run_dir, scenario.row["scenario_id"])
     bench = Workbench.open(client, scenario.spec, config.container_key, config.settings, overlays)
-    ctx = Context(bench, config.adapter, endpoint_for(config, scenario), config.budget, config.command_timeout, folder)
+    scenario_id = scenario.row["scenario_id"]
+    ctx = Context(bench, config.adapter, endpoint_for(config, scenario), config.budget, config.command_timeout, folder,
+                  lambda text: print(f"{scenario_id}: {text}", file=sys.stderr, flush=True))
     outcome, seconds = run_scenario(ctx, scenario)
     line = runfolder.prediction(scenario, outcome, seconds, config.name, config.adapter, config.endpoint,
                                 config.budget, config.run_dir)

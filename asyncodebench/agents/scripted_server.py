@@ -6,7 +6,8 @@ string (one bash command, sent as one `bash` tool call), or an object `{"content
 (one tool call per command; no commands makes a reply without a tool call, which agents reject as a format error).
 An object may also carry `"after": "text"`: the reply is given only once the request's messages hold that text (a
 scripted agent that waits for a teammate's message); until then each request gets the command `sleep 1` without
-advancing the script, at most WAIT_REPLIES times (then a 400 answer says what never came).
+advancing the script, at most WAIT_REPLIES times (then a 400 answer says what never came). `"seconds": n` makes the
+server answer that reply only after n seconds (a slow model, for time limits).
 
 A reply may also be an endpoint failure, to test how clients bear one: `{"status": 500, "message": "..."}` answers
 that request with that HTTP status and an OpenAI-style error (401, 404, a 400 whose message speaks of tool choice or
@@ -37,6 +38,7 @@ AGENT_HEADER = "X-Scripted-Agent"
 MAX_REQUEST_BYTES = 64 << 20
 WAIT_REPLIES = 120
 WAIT_COMMAND = "sleep 1"
+MAX_REPLY_SECONDS = 600
 
 
 class ScriptError(ValueError):
@@ -52,6 +54,7 @@ class Reply:
     after: str = ""  # given only once the request's messages hold this text
     status: int = 200  # another status: the request is answered with this HTTP error and `content` as its message
     hang: bool = False  # the request is never answered
+    seconds: float = 0.0  # how long the server takes to answer it
 
 
 def parse_scripts(value: Any, where: str = "scripts") -> dict[str, tuple[Reply, ...]]:
@@ -95,13 +98,15 @@ def _reply(value: Any, where: str) -> Reply:
             return Reply(message, (), status=status)
         raise ScriptError(f"{where}: a failure reply is {{\"status\": an HTTP error status (400-599), \"message\": "
                           "text}")
-    if isinstance(value, dict) and set(value) <= {"content", "commands", "after"}:
+    if isinstance(value, dict) and set(value) <= {"content", "commands", "after", "seconds"}:
         content, commands, after = value.get("content", ""), value.get("commands", []), value.get("after", "")
+        seconds = value.get("seconds", 0)
         if isinstance(content, str) and isinstance(after, str) and isinstance(commands, list) \
-                and all(isinstance(c, str) for c in commands):
-            return Reply(content, tuple(commands), after)
+                and all(isinstance(c, str) for c in commands) and isinstance(seconds, (int, float)) \
+                and not isinstance(seconds, bool) and 0 <= seconds <= MAX_REPLY_SECONDS:
+            return Reply(content, tuple(commands), after, seconds=float(seconds))
     raise ScriptError(f"{where}: give a bash command (a string) or {{\"content\": text, \"commands\": [strings], "
-                      "\"after\": text (optional)}")
+                      f"\"after\": text, \"seconds\": 0 to {MAX_REPLY_SECONDS} (each optional)}}")
 
 
 def approximate_tokens(text: str) -> int:
@@ -249,6 +254,7 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             if reply.status != 200:
                 self._error(reply.status, reply.content, "scripted_failure")
                 return
+            time.sleep(reply.seconds)
             self._send(200, completion(model, reply, approximate_tokens(prompt)))
 
         def _error(self, status: int, message: str, code: str = "bad_request") -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from asyncodebench.agents.adapter import AgentAdapter, AgentRun, AgentSpec, Inbox, ModelEndpoint, now
-from asyncodebench.agents.container import WorkspaceLostError, agent_workspace
+from asyncodebench.agents.container import Dropped, Recovery, WorkspaceLostError, WorkspacePatch, agent_workspace
 from asyncodebench.agents.prompts import Handoff, instruction
 from asyncodebench.agents.scope import out_of_scope
 from asyncodebench.files import write_atomic
@@ -40,7 +40,8 @@ class Scenario:
 @dataclass(frozen=True)
 class Context:
     """How a scenario's agents run: the task's workbench, the agent adapter, each agent's model endpoint, the
-    budget override (None: the row's), the per-command time limit and the scenario's folder."""
+    budget override (None: the row's), the per-command time limit, the scenario's folder, and where a line on each
+    agent's start and end goes (the run's progress; None: nowhere)."""
 
     bench: Workbench
     adapter: AgentAdapter
@@ -48,18 +49,23 @@ class Context:
     budget: int | None
     command_timeout: float
     folder: Path
+    progress: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
 class AgentOutcome:
-    """One agent's run and its artifact: everything it changed (text, as `patch_text` keeps bytes), the paths of
-    it outside its writable paths, and why the artifact could not be read, if it could not."""
+    """One agent's run and its artifact: what it changed (text, as `patch_text` keeps bytes; a single agent's
+    without the paths outside its writable paths), the changed paths outside its writable paths, why the artifact
+    could not be read, if it could not, the times its container was emptied (`container.Recovery`) and the paths
+    dropped from its patch, with why."""
 
     run: AgentRun
     patch: str
     out_of_scope: tuple[str, ...]
     patch_problem: str | None
     container: str
+    recoveries: tuple[Recovery, ...] = ()
+    dropped: tuple[Dropped, ...] = ()
 
 
 @dataclass
@@ -96,10 +102,10 @@ def budget(scenario: Scenario, override: int | None) -> int:
 
 def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], start: bytes, events: Events,
               handoffs: tuple[Handoff, ...] = (), messages: tuple[str, ...] = (), inbox: Inbox | None = None,
-              label: str = "") -> AgentOutcome:
-    """Run one agent in a fresh container at `start` and read its artifact (what it changed from `start`).
-    `messages` are the manager's to it, `inbox` brings more while it runs; `label` names its files (the agent id
-    unless it runs again).
+              label: str = "", keep_in_scope_only: bool = False) -> AgentOutcome:
+    """Run one agent in a fresh container at `start` and read its artifact (what it changed from `start`; with
+    `keep_in_scope_only`, a single agent's, only what is inside its writable paths). `messages` are the manager's
+    to it, `inbox` brings more while it runs; `label` names its files (the agent id unless it runs again).
 
     Raises:
         SandboxUnavailableError: the container engine failed.
@@ -112,22 +118,33 @@ def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], star
                      ctx.endpoint(agent_id), ctx.folder / "trajectories" / f"{label}.jsonl", inbox)
     with agent_workspace(ctx.bench, start, ctx.command_timeout) as workspace:
         events.add("agent_started", agent_id=agent_id, container=workspace.container_name, run=label)
+        _say(ctx, f"{label} started in {workspace.container_name}")
+        workspace.on_recovery = lambda r: events.add("workspace_recovered", agent_id=agent_id, run=label,
+                                                     command_index=r.command_index, cause=r.cause)
         try:
             run = ctx.adapter.run(spec, workspace, budget(scenario, ctx.budget))
         finally:
             for text in inbox.close() if inbox is not None else []:
                 events.add("message_undelivered", agent_id=agent_id, text=text[:200])
         events.add("agent_finished", agent_id=agent_id, termination_reason=run.termination_reason)
+        _say(ctx, f"{label} finished: {run.termination_reason}, {run.usage.responses} responses, "
+                  f"{run.usage.total_tokens} tokens, {run.usage.seconds:.0f} s")
         try:
-            raw, problem = workspace.patch()
+            read = workspace.patch(writable, keep_in_scope_only)
         except WorkspaceLostError as exc:
-            raw, problem = b"", str(exc)
-    patch = patch_text(raw)
-    write_atomic(ctx.folder / "patches" / f"{label}.diff", raw)
-    outside = out_of_scope(patch, writable)
+            read = WorkspacePatch(b"", (), (), str(exc))
+    patch = patch_text(read.raw)
+    write_atomic(ctx.folder / "patches" / f"{label}.diff", read.raw)
+    outside = tuple(dict.fromkeys((*read.out_of_scope, *out_of_scope(patch, writable))))
     events.add("agent_artifact", agent_id=agent_id, changed_paths=list(touched_paths(patch).paths),
-               out_of_scope=list(outside), patch_problem=problem)
-    return AgentOutcome(run, patch, outside, problem, workspace.container_name)
+               out_of_scope=list(outside), patch_problem=read.problem)
+    return AgentOutcome(run, patch, outside, read.problem, workspace.container_name, tuple(workspace.recoveries),
+                        read.dropped)
+
+
+def _say(ctx: Context, text: str) -> None:
+    if ctx.progress is not None:
+        ctx.progress(text)
 
 
 def integrate(ctx: Context, scenario: Scenario, agents: list[AgentOutcome], events: Events) -> Integration:

@@ -43,10 +43,13 @@ ENDED_WAIT_SECONDS = 30  # for killed processes to be gone (a loaded host is slo
 ENDED_MARKER = f"{IO_DIR}/ended"  # written by the container's init once every other process is gone
 # PID 1 of every container, run by root with the task's interpreter: on SIGUSR1 it kills every other process of
 # the container with one kill(-1, SIGKILL) (the kernel spares only PID 1, and does it atomically against fork),
-# reaps them, and writes ENDED_MARKER once none is left. It needs no new process, so a fork bomb holding the
-# process limit cannot keep it from acting, and it reaps orphans all along (`sleep infinity` did not).
+# reaps them, and writes ENDED_MARKER once none is left, with how many times it has done so (a container may be
+# emptied more than once: the marker of an earlier end must not pass for this one). It needs no new process, so
+# a fork bomb holding the process limit cannot keep it from acting, and it reaps orphans all along (`sleep
+# infinity` did not).
 INIT_SCRIPT = """
 import os, signal, sys, time
+ends = 0
 def reap(*_):
     while True:
         try:
@@ -64,6 +67,7 @@ def running():
             except (OSError, IndexError):
                 continue
 def end(*_):
+    global ends
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
@@ -72,8 +76,9 @@ def end(*_):
         reap()
         time.sleep(0.005)
     reap()
+    ends += 1
     with open(sys.argv[1] + ".part", "w") as handle:
-        handle.write("ended\\n")
+        handle.write("ended %d\\n" % ends)
     os.rename(sys.argv[1] + ".part", sys.argv[1])
 signal.signal(signal.SIGCHLD, reap)
 signal.signal(signal.SIGUSR1, end)
@@ -193,6 +198,7 @@ class Sandbox:
 
         self.client = client
         self.name = f"asyncodebench-{_safe(run_id)}-{uuid.uuid4().hex[:8]}"
+        self.ends_requested = 0  # how many times `end_processes` asked the init to empty the container
         self.workdir = workdir
         mounts = [
             _tmpfs_volume(workdir, limits.workspace, limits.inodes, run_id),
@@ -277,11 +283,12 @@ class Sandbox:
         left: that is the evaluated code's doing (its files in the memory-counted tmpfs filled the container's
         memory), never a daemon failure.
         """
+        self.ends_requested += 1
         try:
             self._daemon_call(lambda: self.container.kill(signal="SIGUSR1"), "signal the container's init")
             deadline = time.monotonic() + ENDED_WAIT_SECONDS
             while time.monotonic() < deadline:
-                if self.read_file(ENDED_MARKER, 100) is not None:
+                if _ends_done(self.read_file(ENDED_MARKER, 100)) >= self.ends_requested:
                     return
                 time.sleep(0.02)
             self._daemon_call(self.container.pause, "freeze the container")
@@ -360,6 +367,12 @@ class Sandbox:
             return call()
         except Exception as exc:
             raise SandboxUnavailableError(f"could not {what} ({self.name}): {exc}") from exc
+
+
+def _ends_done(marker: bytes | None) -> int:
+    """How many times the init has emptied the container, from ENDED_MARKER's text (0: not yet, or unreadable)."""
+    words = (marker or b"").split()
+    return int(words[1]) if len(words) == 2 and words[0] == b"ended" and words[1].isdigit() else 0
 
 
 def remove_run_containers(client: Any, run_id: str) -> int:

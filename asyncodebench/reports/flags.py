@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+PATHS_NAMED = 3  # paths the agent runner dropped, named in a flag's label
 REVIEW_FLAGS_SHOWN = 3  # review flags named in a row; the rest are counted (all are in report.md and result.json)
 
 
@@ -36,6 +37,12 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
     if row.get("out_of_scope_paths"):
         found.append(Flag(f"{len(row['out_of_scope_paths'])} path(s) outside the writable paths", False,
                           ", ".join(row["out_of_scope_paths"])))
+    dropped = row.get("dropped_by_runner") or []
+    if dropped:  # named in the label too: report.md shows labels only
+        named = ", ".join(dropped[:PATHS_NAMED]) + (", ..." if len(dropped) > PATHS_NAMED else "")
+        found.append(Flag(f"{len(dropped)} path(s) dropped by the agent runner ({named})", False,
+                          "outside the writable paths, left out of the patch before it was scored: "
+                          + ", ".join(dropped)))
     if row.get("hazards_removed"):
         found.append(Flag(f"removed: {', '.join(row['hazards_removed'])}", False, ""))
     if row.get("restored_paths"):

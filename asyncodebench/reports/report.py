@@ -165,6 +165,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "failure_kind": result["evaluator"]["failure_kind"], "hazards_removed": result["protection"]["hazards_removed"],
         "restored_paths": result["protection"]["restored_paths"],
         "out_of_scope_paths": result["protection"].get("out_of_scope_paths", []),
+        "dropped_by_runner": result["protection"].get("dropped_by_runner", []),
         "image_provenance": (result.get("image") or {}).get("provenance", "official"),
         "integrity_violation": (result.get("integrity") or {}).get("violation"),
         "report_problem": (result.get("integrity") or {}).get("report_problem"),

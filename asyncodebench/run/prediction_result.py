@@ -114,13 +114,15 @@ class Protection:
     hazards_removed_count: int
     image_plugins: tuple[str, ...]  # pytest plugins the image itself provides
     out_of_scope_paths: tuple[str, ...]  # changed paths outside the task's writable paths
+    dropped_by_runner: tuple[str, ...] = ()  # paths the agent runner says it left out of the patches (its record)
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `protection` object."""
         return {"canonical_ref": self.canonical_ref, "restored_paths": list(self.restored_paths),
                 "untracked_paths_removed": list(self.untracked_paths_removed),
                 "hazards_removed": list(self.hazards_removed), "hazards_removed_count": self.hazards_removed_count,
-                "image_plugins": list(self.image_plugins), "out_of_scope_paths": list(self.out_of_scope_paths)}
+                "image_plugins": list(self.image_plugins), "out_of_scope_paths": list(self.out_of_scope_paths),
+                "dropped_by_runner": list(self.dropped_by_runner)}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Protection:
@@ -128,7 +130,7 @@ class Protection:
         hazards = tuple(value["hazards_removed"])
         return cls(value["canonical_ref"], tuple(value["restored_paths"]), tuple(value["untracked_paths_removed"]),
                    hazards, value.get("hazards_removed_count", len(hazards)), tuple(value["image_plugins"]),
-                   tuple(value["out_of_scope_paths"]))
+                   tuple(value["out_of_scope_paths"]), tuple(value.get("dropped_by_runner") or ()))
 
 
 @dataclass(frozen=True)

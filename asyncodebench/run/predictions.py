@@ -55,6 +55,9 @@ class Prediction:
     reported_merges: tuple[MergeFacts, ...] = ()
     # what evaluate.py checks of the agent runner's record (`runner`): validity, budget, kit version; None: no record
     runner: RunnerFacts | None = None
+    # the paths the agent runner says it dropped from the agents' patches (`runner.agents[].dropped`, a single
+    # agent's edits outside its writable paths): shown with the prediction's flags, never scored
+    runner_dropped: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -175,6 +178,8 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         tuple(MergeFacts(m["agent_id"], m["merge_status"], m.get("strategy"), m.get("reason"), tuple(m["out_of_scope"]))
               for m in (obj.get("runner") or {}).get("merges") or ()),
         RunnerFacts.from_line(obj.get("runner")),
+        tuple(dict.fromkeys(d["path"] for a in (obj.get("runner") or {}).get("agents") or ()
+                            for d in a.get("dropped") or ())),
     )
     problem = _work_problem(prediction, known_tasks[task_id])
     if problem:
