@@ -1,6 +1,6 @@
 """Evaluated code cannot change its own grade (the grading-integrity attack suite).
 
-73 hostile predictions (tests/helpers/payloads/hostile.py and the modules it takes more from: 9 attack classes, on final
+80 hostile predictions (tests/helpers/payloads/hostile.py and the modules it takes more from: 10 attack classes, on final
 patches, checkpoint states and agent patches) run in ONE evaluate.py run with three workers, beside the empty patch
 (what the base state honestly scores) and the gold patch. Each hostile one must: get no final success, score no
 more pass rate and ADPR than the base state, resolve no dependency the base state does not, and stay a scored model
@@ -24,13 +24,14 @@ from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import EvalRun, evaluate_command
 from helpers.payloads.hostile import HOST_MARKER, PatchMaker, Payload, payloads
+from helpers.payloads.exhaust import EXHAUST_PAYLOADS
 from helpers.payloads.tamper import IN_PROCESS, SWARMS
 from helpers.predictions import jsonl, prediction
 
 pytestmark = pytest.mark.docker
 
 RUN_ID = "hostile-grading"
-PAYLOAD_COUNT = 73
+PAYLOAD_COUNT = 80
 MIB = 1 << 20
 HARNESS_PEAK_LIMIT = 600 * MIB  # the evaluated code writes 2 GiB of output and a 300 MiB report at it
 GOLD = Path(__file__).resolve().parent.parent / "data" / "demo" / "patches" / "gold.patch"
@@ -446,3 +447,19 @@ def test_tree_attacks_in_checkpoint_states_and_agents_patches_are_judged_alike(h
     assert agents["patch"]["unsafe_paths"] == ["minicache/api.py", "minicache/core.py"]
     out_of_scope = hostile_run.result("agents-gitattributes")["integration"]["merges"]
     assert [m["reason"] for m in out_of_scope] == ["scope_violation", "scope_violation"]
+
+
+def test_exhausting_the_container_is_a_model_outcome_never_an_infrastructure_error(hostile_run: EvalRun) -> None:
+    """The output folder, /dev/shm, the memory and the process limit exhausted after the report, during the tests and
+    in the probes, in a final patch, a checkpoint state and an agent's patch: each is evaluated and scored (issue 27:
+    filling the output folder once made the init's marker fail, then three attempts and an infrastructure error)."""
+    for name in EXHAUST_PAYLOADS:
+        assert hostile_run.row(name)["status"] == "evaluated", (name, hostile_run.row(name).get("infrastructure_error"))
+    for name in ("exhaust-output-after-the-report", "exhaust-small-mounts-after-the-report"):
+        result = hostile_run.result(name)  # the fill came after the report: it is scored as pytest wrote it
+        assert (result["tests_passed"], result["integrity"]["report_problem"]) == (7, None), name
+        output = (hostile_run.folder(name) / "evaluator_output.txt").read_text(errors="replace")
+        assert "EXHAUSTED inodes /asyncodebench/out" in output, name
+    probes_only = hostile_run.row("exhaust-output-and-pids-in-the-probes")
+    base = hostile_run.row("honest-base")
+    assert (probes_only["tests_passed"], probes_only["adpr"]) == (7, base["adpr"])

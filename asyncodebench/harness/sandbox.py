@@ -4,9 +4,12 @@ Two trust domains share a container. The trusted side is root: it prepares the w
 before any evaluated code exists in the container, and afterwards only reads files from the host through the
 archive API. The evaluated side runs as an unprivileged user (`SANDBOX_UID`) on a read-only root filesystem; all it
 can write is the container's own work tree, a private temp folder and its output folder, each a size- and
-inode-bounded tmpfs, so disk use is bounded and nothing of one container reaches another. Every step (a checkpoint
-state's probes, the final evaluator, the final probes) gets a fresh container started from image + the image's work
-tree, so no state inherits anything from an earlier one.
+inode-bounded tmpfs, so disk use is bounded and nothing of one container reaches another. What the trusted side
+needs once evaluated code has run (the init's marker, the preparation's records) lives in `IO_DIR`, a tmpfs of its
+own that is root's alone: the output folder is a separate mount over it, so evaluated code that fills its folders
+(space or inodes) cannot fill that one. Every step (a checkpoint state's probes, the final evaluator, the final
+probes) gets a fresh container started from image + the image's work tree, so no state inherits anything from an
+earlier one.
 
 After each command, every process it started is ended before any file is read (`end_processes`).
 
@@ -35,18 +38,24 @@ LABEL_RUN = "org.asyncodebench.run_id"
 LABEL_OWNER = "org.asyncodebench.owner"  # the process that started a container (see `set_owner`)
 SANDBOX_UID = SANDBOX_GID = 65534  # `nobody` in Debian-based images; never root
 BASE_DIR = "/asyncodebench-base"  # the image's own work tree, read-only, copied into each container's tmpfs
-IO_DIR = "/asyncodebench"
+IO_DIR = "/asyncodebench"  # root's alone: harness scripts, patches, records, the init's marker
+OUTPUT_DIR = f"{IO_DIR}/out"  # a tmpfs of its own over IO_DIR: the only harness folder evaluated code may write
+OUTPUT_INODES = 10_000
 OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept
 STREAM_CHUNK_BYTES = 1 << 16
 OVERSIZED = b"\0asyncodebench: larger than the read limit\0"  # what `read_file` returns for a file over its limit
 ENDED_WAIT_SECONDS = 30  # for killed processes to be gone (a loaded host is slow to run them to their end)
-ENDED_MARKER = f"{IO_DIR}/ended"  # written by the container's init once every other process is gone
+ENDED_MARKER = f"{IO_DIR}/ended"  # the init's: written at its start, its count of ends overwritten in place
+MARKER_RUNNING = b"ended 000000\n"  # none yet; each end writes its count in the same 13 bytes, in place
 # PID 1 of every container, run by root with the task's interpreter: on SIGUSR1 it kills every other process of
 # the container with one kill(-1, SIGKILL) (the kernel spares only PID 1, and does it atomically against fork),
-# reaps them, and writes ENDED_MARKER once none is left, with how many times it has done so (a container may be
-# emptied more than once: the marker of an earlier end must not pass for this one). It needs no new process, so
-# a fork bomb holding the process limit cannot keep it from acting, and it reaps orphans all along (`sleep
-# infinity` did not).
+# reaps them, and says so in ENDED_MARKER once none is left, with how many times it has done so (a container may be
+# emptied more than once: the marker of an earlier end must not pass for this one). It needs no new process, so a
+# fork bomb holding the process limit cannot keep it from acting, and it reaps orphans all along (`sleep infinity`
+# did not). Saying so needs no space, no inode and no new page either: the marker is written when the container
+# starts, before any evaluated code exists, and overwritten in place at the end with text of the same length;
+# nothing the evaluated code fills (its folders, the container's memory) can make that write fail, and no error
+# ends the init (it would take the container's files).
 INIT_SCRIPT = """
 import os, signal, sys, time
 ends = 0
@@ -68,24 +77,30 @@ def running():
                 continue
 def end(*_):
     global ends
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except OSError:
-        pass
-    while any(running()):
-        reap()
-        time.sleep(0.005)
-    reap()
-    ends += 1
-    with open(sys.argv[1] + ".part", "w") as handle:
-        handle.write("ended %d\\n" % ends)
-    os.rename(sys.argv[1] + ".part", sys.argv[1])
+    while True:
+        try:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+            while any(running()):
+                reap()
+                time.sleep(0.005)
+            reap()
+            ends += 1
+            os.pwrite(marker, b"ended %06d\\n" % ends, 0)
+            return
+        except Exception:
+            time.sleep(0.05)
+marker = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(marker, ARGUMENT_RUNNING, 0)
+any(running())
 signal.signal(signal.SIGCHLD, reap)
 signal.signal(signal.SIGUSR1, end)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 while True:
     signal.pause()
-"""
+""".replace("ARGUMENT_RUNNING", repr(MARKER_RUNNING))
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -102,7 +117,8 @@ class Limits:
     file_size_bytes: int = 1 << 30  # largest file a process may write (RLIMIT_FSIZE), e.g. a flood of output
     workspace: str = "4g"  # tmpfs holding the work tree (repository, .git and what the tests write there)
     tmp: str = "1g"  # the evaluated code's private /tmp (and HOME)
-    io: str = "512m"  # harness scripts, patches and the evaluated code's output folder (its JSON reports)
+    io: str = "512m"  # each of two tmpfs: the harness's own folder (scripts, patches, records) and, apart, the
+    # evaluated code's output folder (its JSON reports)
     inodes: int = 1_000_000  # per tmpfs
     build_space: str = "4g"  # tmpfs holding what a state's native build writes over the image's build tree
 
@@ -203,6 +219,7 @@ class Sandbox:
         mounts = [
             _tmpfs_volume(workdir, limits.workspace, limits.inodes, run_id),
             _tmpfs_volume(IO_DIR, limits.io, 10_000, run_id),
+            _tmpfs_volume(OUTPUT_DIR, limits.io, OUTPUT_INODES, run_id),  # mounted over IO_DIR, root's until handed
             Mount(BASE_DIR, base, type="volume", read_only=True),
         ]
         if build_tree is not None:
@@ -274,27 +291,41 @@ class Sandbox:
         output = b"".join(tail)[-OUTPUT_CAP_BYTES:]
         return ExecResult(exit_code, output, time.monotonic() - started, fired.is_set())
 
-    def end_processes(self) -> None:
+    def end_processes(self) -> bool:
         """End everything the evaluated code started, before any of its files is read; the container stays up.
+
+        Returns whether the container's files can be read: False when the kernel's OOM killer emptied it, init
+        included (files the evaluated code wrote to its memory-counted tmpfs filled the container's memory), which
+        took its tmpfs with it; that is the evaluated code's doing, never a daemon failure.
 
         The container's init (`INIT_SCRIPT`) kills every other process at once and says when none is left; only
         if it does not within ENDED_WAIT_SECONDS is the container frozen (cgroup freezer, which a loaded host can
-        refuse: then a daemon failure). A container the kernel's OOM killer emptied, init included, has no process
-        left: that is the evaluated code's doing (its files in the memory-counted tmpfs filled the container's
-        memory), never a daemon failure.
+        refuse: then a daemon failure).
         """
         self.ends_requested += 1
         try:
             self._daemon_call(lambda: self.container.kill(signal="SIGUSR1"), "signal the container's init")
-            deadline = time.monotonic() + ENDED_WAIT_SECONDS
+            deadline, polls = time.monotonic() + ENDED_WAIT_SECONDS, 0
             while time.monotonic() < deadline:
                 if _ends_done(self.read_file(ENDED_MARKER, 100)) >= self.ends_requested:
-                    return
+                    return True
+                polls += 1
+                if polls % 50 == 0 and self._stopped():  # no init to answer: the freeze below says why
+                    break
                 time.sleep(0.02)
             self._daemon_call(self.container.pause, "freeze the container")
         except SandboxUnavailableError:
             if not self.stopped_by_oom_killer():
                 raise
+            return False
+        return True
+
+    def _stopped(self) -> bool:
+        try:
+            self.container.reload()
+        except Exception:  # the daemon does not answer: the freeze says so
+            return False
+        return not (self.container.attrs.get("State") or {}).get("Running", True)
 
     def stopped_by_oom_killer(self) -> bool:
         """Whether the container has stopped because the kernel's OOM killer ended its processes."""

@@ -17,6 +17,7 @@ from typing import Any
 from asyncodebench.harness.sandbox import (
     BASE_DIR,
     IO_DIR,
+    OUTPUT_DIR,
     OVERSIZED,
     SANDBOX_GID,
     SANDBOX_UID,
@@ -25,7 +26,7 @@ from asyncodebench.harness.sandbox import (
 )
 
 SCRIPTS_DIR = Path(__file__).resolve().parent / "incontainer"  # copied into containers, never imported here
-OUT_DIR = f"{IO_DIR}/out"  # the only harness folder the evaluated code may write: its JSON report
+OUT_DIR = OUTPUT_DIR  # the only harness folder the evaluated code may write (its JSON report): a mount of its own
 HOME_DIR = "/tmp/home"  # the evaluated code's private HOME, on its private /tmp
 GIT_CONFIG = f"{IO_DIR}/git/.gitconfig"  # the trusted side's only git configuration
 REPORT_CAP_BYTES = 50_000_000  # larger reports are a model outcome (unreadable); keeps parsing memory bounded
@@ -200,11 +201,10 @@ def run_pytest(box: Sandbox, workdir: str, interpreter: str, plugins: tuple[str,
             f"{IO_DIR}/launch.json", *(a.replace("{report}", report_path) for a in args)]
     env = {"HOME": HOME_DIR, "TMPDIR": "/tmp", "PYTHONPATH": ""}
     done = box.exec(argv, seconds + KILL_GRACE_SECONDS, env=env)
-    if done.killed_by_watchdog:  # the container is gone, and with it anything it wrote
-        raw = None
-    else:
-        box.end_processes()
-        raw = box.read_file(report_path, REPORT_CAP_BYTES)
+    # A container the watchdog killed, or whose memory the evaluated code filled until the OOM killer emptied it,
+    # is gone with anything it wrote: the report is missing, a model outcome.
+    readable = not done.killed_by_watchdog and box.end_processes()
+    raw = box.read_file(report_path, REPORT_CAP_BYTES) if readable else None
     report, problem = parse_report(raw)
     tail = done.output.decode("utf-8", errors="replace")
     return PytestRun(done.exit_code, round(done.duration_seconds, 3), done.killed_by_watchdog, tail, report, problem,

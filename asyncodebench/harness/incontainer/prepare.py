@@ -562,7 +562,8 @@ def judge(cfg, base, shadowed):
     for folder in (cfg.out_dir, cfg.home_dir):
         if folder is None:  # a build's container: no report folder for the sandbox user to write
             continue
-        os.makedirs(folder)
+        if not os.path.isdir(folder):  # the report folder is a mount of its own, there already
+            os.makedirs(folder)
         os.chown(folder, cfg.sandbox_uid, cfg.sandbox_gid)
         os.chmod(folder, stat.S_IRWXU)
     fields.update(restored_paths=[shown(p) for p in protected if p in base],

@@ -312,6 +312,8 @@ def payloads(make: PatchMaker) -> list[Payload]:
     found += skip_payloads(make)
     from helpers.payloads.tree import tree_payloads  # attack class 8: the preparation (issue 16)
     found += tree_payloads(make)
+    from helpers.payloads.exhaust import exhaust_payloads  # attack class 10: exhausting the container (issue 27)
+    found += exhaust_payloads(make)
     return found
 
 
