@@ -1,8 +1,8 @@
 """Evaluated code cannot change its own grade (the grading-integrity attack suite).
 
-80 hostile predictions (tests/helpers/payloads/hostile.py and the modules it takes more from: 10 attack classes, on final
-patches, checkpoint states and agent patches) run in ONE evaluate.py run with three workers, beside the empty patch
-(what the base state honestly scores) and the gold patch. Each hostile one must: get no final success, score no
+80 hostile predictions (tests/helpers/payloads/hostile.py and the modules it takes more from: 10 attack classes, on
+final patches, checkpoint states and agent patches) run in ONE evaluate.py run with three workers, beside the empty
+patch (what the base state honestly scores) and the gold patch. Each hostile one must: get no final success, score no
 more pass rate and ADPR than the base state, resolve no dependency the base state does not, and stay a scored model
 outcome, never an infrastructure error. The run must leave no container or volume, write nothing on the host
 outside its run folder, and keep the harness's memory bounded while the evaluated code writes gigabytes at it.
@@ -23,8 +23,8 @@ from helpers.checkout import script_env
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import EvalRun, evaluate_command
-from helpers.payloads.hostile import HOST_MARKER, PatchMaker, Payload, payloads
 from helpers.payloads.exhaust import EXHAUST_PAYLOADS
+from helpers.payloads.hostile import HOST_MARKER, PatchMaker, Payload, payloads
 from helpers.payloads.tamper import IN_PROCESS, SWARMS
 from helpers.predictions import jsonl, prediction
 
