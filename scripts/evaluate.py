@@ -145,8 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     except (ValueError, OSError) as exc:  # an unknown task, no such dataset folder, an unreadable file
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
-    for problem in state.file.problems:
-        print(f"{config.predictions}:{problem.line}: {problem.kind}: {problem.message}", file=sys.stderr)
+    from asyncodebench.untrusted import terminal_text
+
+    for problem in state.file.problems:  # the message echoes the line's own text: one line, nothing it could run
+        print(terminal_text(f"{config.predictions}:{problem.line}: {problem.kind}: {problem.message}"),
+              file=sys.stderr)
     if not state.file.predictions and not state.file.problems:
         raise cli.Exit(cli.EXIT_PROBLEMS_FOUND, f"{config.predictions} holds no predictions, so there is nothing to "
                        "evaluate; give a JSONL file with one prediction per line (or a JSON list of them)")
@@ -170,6 +173,7 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
     from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
     from asyncodebench.run import store
     from asyncodebench.run.runner import begin_session, end_session, run, run_metadata
+    from asyncodebench.untrusted import terminal_text
 
     print(f"run {config.run_id}: {len(state.file.predictions)} predictions -> {config.run_dir}", file=sys.stderr)
     begin_session(config, state)
@@ -192,17 +196,18 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
     try:
         write_report_html(report, config.run_dir / "report.html")
     except Exception as exc:  # like the plot: an extra drawn from report.json, which stands without it
-        print(f"warning: report.html was not written ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
-              "the other reports are complete", file=sys.stderr)
+        print(terminal_text(f"warning: report.html was not written ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:300]}); the other reports are complete"), file=sys.stderr)
     plot = None
     try:
         plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
     except Exception as exc:  # matplotlib, fonts, the disk: a warning, the reports stand
-        print(f"warning: the dependency resolution plot was not written ({type(exc).__name__}: "
-              f"{' '.join(str(exc).split())[:300]}); the reports are complete without it", file=sys.stderr)
+        print(terminal_text(f"warning: the dependency resolution plot was not written ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:300]}); the reports are complete without it"),
+              file=sys.stderr)
     if plot:
         store.write_atomic(config.run_dir / "report.md", markdown(report, plot.name))
-    print(markdown(report).split("## Predictions")[0])
+    print(terminal_text(markdown(report).split("## Predictions")[0], newlines=True))
     if state.skipped_finished:
         print(f"resumed: {state.skipped_finished} predictions were already finished in run {config.run_id}")
     print(f"report: {config.run_dir / 'report.md'} (JSON, CSV, HTML{', PNG' if plot else ''} beside it)")
