@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from asyncodebench import cli
 from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError
+from asyncodebench.untrusted import terminal_text  # light, as cli: what the run prints echoes predictions
 
 # The rest of the kit is imported once the arguments are parsed: --help and a bad flag answer at once.
 if TYPE_CHECKING:
@@ -145,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
         raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     except (ValueError, OSError) as exc:  # an unknown task, no such dataset folder, an unreadable file
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
-    from asyncodebench.untrusted import terminal_text
-
     for problem in state.file.problems:  # the message echoes the line's own text: one line, nothing it could run
         print(terminal_text(f"{config.predictions}:{problem.line}: {problem.kind}: {problem.message}"),
               file=sys.stderr)
@@ -173,7 +172,6 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
     from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
     from asyncodebench.run import store
     from asyncodebench.run.runner import begin_session, end_session, run, run_metadata
-    from asyncodebench.untrusted import terminal_text
 
     print(f"run {config.run_id}: {len(state.file.predictions)} predictions -> {config.run_dir}", file=sys.stderr)
     begin_session(config, state)
