@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
+from asyncodebench.untrusted import terminal_text
+
 if TYPE_CHECKING:
     from docker import DockerClient
 
@@ -65,7 +67,8 @@ def entry_point(main: Main) -> Main:
             return main(*args, **kwargs)
         except Exit as stop:
             if stop.message:
-                print(f"error: {stop.message}", file=sys.stderr)
+                # Messages name files, model names and task ids: never an escape sequence on the terminal.
+                print(f"error: {terminal_text(stop.message, newlines=True)}", file=sys.stderr)
             return stop.code
 
     return run  # type: ignore[return-value]

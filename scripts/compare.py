@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from asyncodebench.reports.compare import compare_runs, csv_text, load_run
     from asyncodebench.reports.htmlcompare import render_compare
     from asyncodebench.run.store import write_json
+    from asyncodebench.untrusted import terminal_text
 
     runs = []
     for path in args.runs:
@@ -74,14 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         views = {}
         for c in record["comparisons"]:
             views[c["view"]] = views.get(c["view"], 0) + 1
-        print(record["dataset_check"]["message"])
+        print(terminal_text(record["dataset_check"]["message"]))  # it names the runs' datasets and labels
         print(f"{len(record['cells'])} cells; comparisons (x {len(record['metrics'])} metrics): "
               + (", ".join(f"{view} {count // len(record['metrics'])}" for view, count in views.items()) or "none"))
         readings: dict[str, int] = {}
         for c in record["comparisons"]:
             readings[c["reading"]] = readings.get(c["reading"], 0) + 1
-        print("readings (comparison x metric): " + (", ".join(f"{k} {v}" for k, v in sorted(readings.items()))
-                                                    or "none"))
+        print(terminal_text("readings (comparison x metric): "
+                            + (", ".join(f"{k} {v}" for k, v in sorted(readings.items())) or "none")))
         print(f"compare: {args.output} (CSV and JSON beside it)")
     return cli.EXIT_OK
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from asyncodebench import cli
 from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION, DatasetUnavailableError
+from asyncodebench.untrusted import terminal_text  # light, as cli: what the run prints echoes predictions
 
 # The rest of the kit is imported once the arguments are parsed: --help and a bad flag answer at once.
 if TYPE_CHECKING:
@@ -145,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     except (ValueError, OSError) as exc:  # an unknown task, no such dataset folder, an unreadable file
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
-    for problem in state.file.problems:
-        print(f"{config.predictions}:{problem.line}: {problem.kind}: {problem.message}", file=sys.stderr)
+    for problem in state.file.problems:  # the message echoes the line's own text: one line, nothing it could run
+        print(terminal_text(f"{config.predictions}:{problem.line}: {problem.kind}: {problem.message}"),
+              file=sys.stderr)
     if not state.file.predictions and not state.file.problems:
         raise cli.Exit(cli.EXIT_PROBLEMS_FOUND, f"{config.predictions} holds no predictions, so there is nothing to "
                        "evaluate; give a JSONL file with one prediction per line (or a JSON list of them)")
@@ -192,17 +194,18 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
     try:
         write_report_html(report, config.run_dir / "report.html")
     except Exception as exc:  # like the plot: an extra drawn from report.json, which stands without it
-        print(f"warning: report.html was not written ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
-              "the other reports are complete", file=sys.stderr)
+        print(terminal_text(f"warning: report.html was not written ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:300]}); the other reports are complete"), file=sys.stderr)
     plot = None
     try:
         plot = plot_resolution(report["predictions"], config.run_dir / "dependency_resolution.png")
     except Exception as exc:  # matplotlib, fonts, the disk: a warning, the reports stand
-        print(f"warning: the dependency resolution plot was not written ({type(exc).__name__}: "
-              f"{' '.join(str(exc).split())[:300]}); the reports are complete without it", file=sys.stderr)
+        print(terminal_text(f"warning: the dependency resolution plot was not written ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:300]}); the reports are complete without it"),
+              file=sys.stderr)
     if plot:
         store.write_atomic(config.run_dir / "report.md", markdown(report, plot.name))
-    print(markdown(report).split("## Predictions")[0])
+    print(terminal_text(markdown(report).split("## Predictions")[0], newlines=True))
     if state.skipped_finished:
         print(f"resumed: {state.skipped_finished} predictions were already finished in run {config.run_id}")
     print(f"report: {config.run_dir / 'report.md'} (JSON, CSV, HTML{', PNG' if plot else ''} beside it)")

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         push,
         write_files,
     )
+    from asyncodebench.untrusted import terminal_text
 
     try:
         report = load_finished_report(args.run_dir)
@@ -59,16 +60,17 @@ def main(argv: list[str] | None = None) -> int:
         files = build_files(report, args.model_repo, constants.ENDPOINT, model=args.model,
                             dataset_id=args.dataset_id, revision=args.dataset_revision, review=review)
     except ResultsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal_text(exc)}", file=sys.stderr)  # it may name the run's models
         return cli.EXIT_BAD_ARGUMENTS
     if args.out:
         write_files(files, args.out)
         for f in files:
-            print(f"wrote {args.out / f.path}")
+            print(terminal_text(f"wrote {args.out / f.path}"))
     if not args.push:
         if not args.out:
             for f in files:
-                print(f"--- {f.path}\n{f.text}", end="" if f.text.endswith("\n") else "\n")
+                text = terminal_text(f.text, newlines=True)  # the files carry the run's model name and ids
+                print(f"--- {terminal_text(f.path)}\n{text}", end="" if text.endswith("\n") else "\n")
             print(f"dry run: would commit {len(files)} files to {args.model_repo}; add --push to send them")
         return cli.EXIT_OK
     token = os.environ.get("HF_TOKEN")
@@ -79,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         url = push(files, args.model_repo, token, args.create_pr)
     except Exception as exc:  # huggingface_hub raises HTTP and connection errors of several kinds
-        print(f"error: the Hub at {constants.ENDPOINT} refused or did not answer ({type(exc).__name__}: "
-              f"{str(exc).splitlines()[0] if str(exc) else ''}); check the token's write access to "
-              f"{args.model_repo} and HF_ENDPOINT, then rerun", file=sys.stderr)
+        print(terminal_text(f"error: the Hub at {constants.ENDPOINT} refused or did not answer "
+                            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); check the "
+                            f"token's write access to {args.model_repo} and HF_ENDPOINT, then rerun"), file=sys.stderr)
         return cli.EXIT_INFRASTRUCTURE
     print(f"pushed {len(files)} files to {args.model_repo}: {url}")
     return cli.EXIT_OK

@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     record = result_record(outcome)
     print(json.dumps(record, indent=2, default=str))
     if args.show_output and outcome.evidence is not None:
-        print(outcome.evidence.output[-20_000:], file=sys.stderr)
+        from asyncodebench.untrusted import terminal_text
+
+        print(terminal_text(outcome.evidence.output[-20_000:], newlines=True), file=sys.stderr)  # the code's own
         print(f"(pytest's counts above include the harness's 4 sentinel tests, test_{outcome.evidence.sentinel}.py: "
               "one passes, one fails, one errors, one is skipped; they never count in the result)", file=sys.stderr)
     if outcome.infrastructure_kind is not None:

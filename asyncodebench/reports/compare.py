@@ -29,6 +29,7 @@ from typing import Any
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.paired import ALPHA, MIN_TASKS_FOR_LABEL, paired, reading
 from asyncodebench.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from asyncodebench.untrusted import csv_cell
 
 COMPARE_SCHEMA_VERSION = "2.0"  # 2.0: readings, T-matched DRS and CAIL, no interval from one task, notes
 BASELINE_PROTOCOL = "single"
@@ -263,10 +264,11 @@ def compare_runs(runs: list[Run], allow_mixed: bool = False) -> dict[str, Any]:
 def csv_text(record: dict[str, Any]) -> str:
     """compare.csv: one line per comparison and metric, cells spelled out in columns."""
     buffer = io.StringIO()
-    rows = [{"view": c["view"], "metric": c["metric"],
-             **{f"a_{k}": c["a"][k] for k in ("run", "model", "protocol")},
-             **{f"b_{k}": c["b"][k] for k in ("run", "model", "protocol")},
-             **{k: v for k, v in c.items() if k not in ("view", "metric", "a", "b")}}
+    rows = [{key: csv_cell(value) for key, value in {  # model names and run labels are the runs' own text
+                "view": c["view"], "metric": c["metric"],
+                **{f"a_{k}": c["a"][k] for k in ("run", "model", "protocol")},
+                **{f"b_{k}": c["b"][k] for k in ("run", "model", "protocol")},
+                **{k: v for k, v in c.items() if k not in ("view", "metric", "a", "b")}}.items()}
             for c in record["comparisons"]]
     if rows:
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))

@@ -2,7 +2,7 @@
 
 A page loads nothing: no stylesheet, script, font or image from anywhere, and its Content-Security-Policy forbids
 fetching (only inline styles and scripts run), so it opens offline and from a file. Every value is escaped by Jinja's
-autoescape: model names and task ids are user data.
+autoescape, after its control characters are taken out: model names, file names and output are user data.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from markupsafe import Markup
 from asyncodebench import __version__
 from asyncodebench.dataset.protocols import display_name
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
+from asyncodebench.untrusted import html_text
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -90,7 +91,9 @@ def linked(text: str) -> Markup:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    # finalize: every value a template writes, text and attributes alike, loses its control characters before
+    # autoescape escapes it (`untrusted.html_text`).
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=html_text,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(number=_number, percent=percent, interval=interval, bounds=bounds, pvalue=p_value,
                        sortkey=sort_key, protocol=display_name, linked=linked)

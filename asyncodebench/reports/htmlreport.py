@@ -26,6 +26,7 @@ from asyncodebench.reports.htmlpage import render
 from asyncodebench.reports.report import dataset_source, sessions_text
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.runfolder import prediction_path
+from asyncodebench.untrusted import page_link, terminal_text
 
 # (report summary field, column header, factor shown, True when a rate drawn on a 0..100 axis)
 HEADLINE = (
@@ -50,10 +51,15 @@ def prediction_rows(report: dict[str, Any], artifacts_base: str) -> list[dict[st
     rows = []
     for row in sorted(report["predictions"], key=lambda p: (p["task_id"], p["model_name_or_path"], p["protocol"],
                                                             p["line"])):
-        folder = f"{artifacts_base}{prediction_folder(row)}/"
-        trajectories = [(PurePosixPath(link).stem, artifacts_base + link) for link in row.get("trajectories") or []]
+        # Links are relative and stay inside the run folder (`untrusted.page_link`); a name that would not is shown
+        # nowhere as a link.
+        folder = page_link(f"{prediction_folder(row)}/", artifacts_base) or "#predictions"
+        trajectories = [(PurePosixPath(link).stem, href) for link in row.get("trajectories") or []
+                        if (href := page_link(link, artifacts_base, climb=True))]
         rows.append({**row, "flags": row_flags(row), "folder": folder,
-                     "links": [(text, folder + name) for text, name in ARTIFACTS], "trajectory_links": trajectories})
+                     "links": [(text, href) for text, name in ARTIFACTS
+                               if (href := page_link(f"{prediction_folder(row)}/{name}", artifacts_base))],
+                     "trajectory_links": trajectories})
     return rows
 
 
@@ -231,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        print(f"error: cannot read {source}: {exc}", file=sys.stderr)
+        print(terminal_text(f"error: cannot read {source}: {exc}"), file=sys.stderr)
         return 2
     output = args.output or source.parent / "report.html"
     write_report_html(report, output, run_dir=source.parent)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 from collections import defaultdict
 from pathlib import Path
 from statistics import fmean
@@ -25,6 +24,7 @@ from asyncodebench.run.runfolder import prediction_path
 from asyncodebench.run.store import OUTPUT
 from asyncodebench.scoring.bootstrap import MeanEstimate, macro_mean
 from asyncodebench.scoring.trust import TRUST_STATUSES, trust_status_of_result
+from asyncodebench.untrusted import csv_cell, markdown_cell, markdown_text, plain_text
 
 REPORT_SCHEMA_VERSION = "1.0"
 METRICS_DOC = "docs/METRICS.md"  # the kit's copy of the metrics document; notes link to its copy on the Hub
@@ -91,11 +91,6 @@ def _usage_rows(metadata: dict[str, Any], file: PredictionFile, results: list[di
     return rows
 
 
-# Terminal colour codes and other control characters (tab and newline kept) would only garble the text.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
 def output_tail(path: Path) -> str | None:
     """The last lines of an evaluator output file, at most OUTPUT_TAIL_LINES lines and OUTPUT_TAIL_CHARS characters,
     as plain text (the output is the evaluated code's: pages escape it); None when the file cannot be read."""
@@ -106,7 +101,8 @@ def output_tail(path: Path) -> str | None:
             raw = file.read()
     except OSError:
         return None
-    text = _CONTROL.sub("\ufffd", _ANSI.sub("", raw.decode("utf-8", errors="replace").replace("\r\n", "\n")))
+    # Escape sequences and control characters (tab and newline kept) out: `untrusted.plain_text`.
+    text = plain_text(raw.decode("utf-8", errors="replace"))
     if size > OUTPUT_TAIL_CHARS and "\n" in text:
         text = text.split("\n", 1)[1]  # the first line was cut by the byte limit
     return "\n".join(text.strip("\n").split("\n")[-OUTPUT_TAIL_LINES:])
@@ -279,7 +275,7 @@ def _rate(row: dict[str, Any], key: str) -> str:
 
 def _flags(row: dict[str, Any]) -> str:
     """The row's flags (`flags.row_flags`, shared with the HTML page) as one Markdown table cell."""
-    return "; ".join(flag.label for flag in row_flags(row)).replace("|", "\\|")
+    return markdown_cell("; ".join(flag.label for flag in row_flags(row)))
 
 
 def trust_table(summary: list[dict[str, Any]]) -> list[str]:
@@ -294,7 +290,8 @@ def trust_table(summary: list[dict[str, Any]]) -> list[str]:
              "| model | protocol | verified | needs review | tampering |", "|---|---|---|---|---|"]
     for row in rows:
         trust = row["trust"]
-        lines.append(f"| {row['model_name_or_path']} | {row['protocol']} | {trust.get('verified', 0)} | "
+        lines.append(f"| {markdown_cell(row['model_name_or_path'])} | {markdown_cell(row['protocol'])} | "
+                     f"{trust.get('verified', 0)} | "
                      f"{trust.get('needs_review', 0)} | {trust.get('integrity_tampering', 0)} |")
     return lines
 
@@ -308,12 +305,12 @@ def review_sections(predictions: list[dict[str, Any]]) -> list[str]:
              "Added lines that touch the test runner's machinery, by file and line in the new file; read the patch "
              "there (the prediction's result.json lists up to 100).", ""]
     for p in flagged:
-        lines += [f"**line {p['line']}: {p['model_name_or_path']} / {p['protocol']} / {p['task_id']}** "
-                  f"({p['review_flag_count']} flag(s))", ""]
+        lines += [f"**line {p['line']}: {_names(p)}** ({p['review_flag_count']} flag(s))", ""]
         for flag in p["review_flags"]:
             where = f"{flag['file']}:{flag['line']}" if flag.get("line") is not None else flag["file"]
             text = f" {code_span(flag['text'])}" if flag.get("text") else ""
-            lines.append(f"- {code_span(where)} {flag['marker']}{text} ({flag.get('patch', 'patch')})")
+            lines.append(f"- {code_span(where)} {markdown_text(flag['marker'])}{text} "
+                         f"({markdown_text(flag.get('patch', 'patch'))})")
         if p["review_flag_count"] > len(p["review_flags"]):
             lines.append(f"- ... and {p['review_flag_count'] - len(p['review_flags'])} more")
         lines.append("")
@@ -332,7 +329,8 @@ def usage_table(summary: list[dict[str, Any]]) -> list[str]:
         cells = [_count(row.get(k)) for k in ("mean_total_tokens", "total_tokens", "model_calls",
                                                 "mean_runtime_seconds", "runtime_seconds")]
         cost = NA if row.get("cost_usd") is None else f"{row['cost_usd']:.2f}"
-        lines.append(f"| {row['model_name_or_path']} | {row['protocol']} | {row.get('usage_reported', 0)}/"
+        lines.append(f"| {markdown_cell(row['model_name_or_path'])} | {markdown_cell(row['protocol'])} | "
+                     f"{row.get('usage_reported', 0)}/"
                      f"{row['predictions']} | {' | '.join(cells)} | {cost} |")
     return lines
 
@@ -358,15 +356,16 @@ def build_table(predictions: list[dict[str, Any]]) -> list[str]:
         final = build["final"]["status"] if build["final"] else "not run (patch)"
         steps = ", ".join(f"{s['step']}: {s['seconds']:.1f}" + ("" if s["status"] == "built" else f" {s['status']}")
                           for s in build["states"])
-        lines.append(f"| {p['line']} | {p['model_name_or_path']} | {p['task_id']} | {final} | {build['states_built']} "
-                     f"| {steps} | {build['seconds']:.1f} |")
+        lines.append(f"| {p['line']} | {markdown_cell(p['model_name_or_path'])} | {markdown_cell(p['task_id'])} | "
+                     f"{markdown_cell(final)} | {build['states_built']} | {markdown_cell(steps)} | "
+                     f"{build['seconds']:.1f} |")
     return lines
 
 
 def code_span(text: str) -> str:
     """Markdown inline code that shows `text` as written: fenced with more backticks than any run inside it, so
     patch text can neither end the span nor be read as markup or HTML."""
-    text = " ".join(str(text).splitlines())
+    text = plain_text(" ".join(str(text).splitlines()))
     run = longest = 0
     for char in text:
         run = run + 1 if char == "`" else 0
@@ -388,7 +387,7 @@ def _rebuilt_images(run: dict[str, Any]) -> list[str]:
 
 def _image_problems(run: dict[str, Any]) -> list[str]:
     """The tasks whose base state in this image differs from the release's recorded counts (an image problem)."""
-    problems = [f"- `{task}`: {b['problem']}" for task, b in sorted((run.get("baselines") or {}).items())
+    problems = [f"- `{task}`: {markdown_text(b['problem'])}" for task, b in sorted((run.get("baselines") or {}).items())
                 if b.get("problem")]
     return ["## Image problems", "", *problems, ""] if problems else []
 
@@ -407,6 +406,17 @@ def sessions_text(run: dict[str, Any]) -> str:
                      f"{', interrupted' if s.get('ended') == 'interrupted' else ''}"
                      f"{', rescore' if s.get('mode') == 'rescore' else ''}")
     return f", in {len(sessions)} sessions ({'; '.join(parts)})"
+
+
+def _cells(row: dict[str, Any], task: bool = False) -> str:
+    """A row's model and protocol (and task) as Markdown table cells: the model name is the submitter's text."""
+    names = [row["model_name_or_path"], row["protocol"], *([row["task_id"]] if task else [])]
+    return " | ".join(markdown_cell(name) for name in names)
+
+
+def _names(row: dict[str, Any]) -> str:
+    """`model / protocol / task` of a prediction as Markdown inline text."""
+    return " / ".join(markdown_text(row[k]) for k in ("model_name_or_path", "protocol", "task_id"))
 
 
 def markdown(report: dict[str, Any], plot: str | None = None) -> str:
@@ -431,7 +441,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     ]
     for row in report["summary"]:
         lines.append(
-            f"| {row['model_name_or_path']} | {row['protocol']} | {row['tasks']} | {_fmt(row['fsr'])} | "
+            f"| {_cells(row)} | {row['tasks']} | {_fmt(row['fsr'])} | "
             f"{_fmt(row['mean_pass_rate'])} | {_fmt(row['mean_adpr'], missing=NA)} | "
             f"{_fmt(row['micro_adpr'], missing=NA)} | "
             f"{row['infrastructure_errors']} |"
@@ -447,7 +457,7 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     ]
     for row in report["summary"]:
         lines.append(
-            f"| {row['model_name_or_path']} | {row['protocol']} | {_fmt(row['mean_checkpoint_count'], False)} | "
+            f"| {_cells(row)} | {_fmt(row['mean_checkpoint_count'], False)} | "
             f"{_fmt(row['mean_drs_penalized'], False, NA)} | {_fmt(row['mean_dre'], missing=NA)} | "
             f"{_fmt(row['mean_cail_penalized'], False, NA)} | {_fmt(row['mean_unresolved_dependencies'], False, NA)} | "
             f"{_rate(row, 'merge_conflict_rate')} | {_rate(row, 'scope_violation_rate')} |"
@@ -459,12 +469,12 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     for p in report["predictions"]:
         if p["status"] != "evaluated":
             error = p["infrastructure_error"]
-            lines.append(f"| {p['line']} | {p['model_name_or_path']} | {p['protocol']} | {p['task_id']} | "
-                         f"infrastructure: {error['kind']} | | | | |")
+            lines.append(f"| {p['line']} | {_cells(p, task=True)} | "
+                         f"infrastructure: {markdown_cell(error['kind'])} | | | | |")
             continue
         adpr = NA if p["adpr_numerator"] is None else f"{p['adpr_numerator']}/{p['adpr_denominator']}"
         lines.append(
-            f"| {p['line']} | {p['model_name_or_path']} | {p['protocol']} | {p['task_id']} | {p['outcome']} | "
+            f"| {p['line']} | {_cells(p, task=True)} | {markdown_cell(p['outcome'])} | "
             f"{p['tests_passed']}/{p['tests_denominator']} | {_fmt(p['pass_rate'])} | {adpr} | "
             f"{_flags(p)} |"
         )
@@ -473,11 +483,13 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
     lines += trace_tables(report["predictions"], plot)
     if report["line_problems"]:
         lines += ["", "## Skipped lines", ""] + [
-            f"- line {p['line']} ({p['kind']}): {p['message']}" for p in report["line_problems"]]
+            f"- line {p['line']} ({markdown_text(p['kind'])}): {markdown_text(p['message'])}"
+            for p in report["line_problems"]]
     infra = [p for p in report["predictions"] if p["status"] != "evaluated"]
     if infra:
         lines += ["", "## Infrastructure errors (not scored; fix and rerun the same run id)", ""] + [
-            f"- line {p['line']} {p['task_id']}: {p['infrastructure_error']['message'][:500]}" for p in infra]
+            f"- line {p['line']} {markdown_text(p['task_id'])}: "
+            f"{markdown_text(p['infrastructure_error']['message'][:500])}" for p in infra]
     lines += ["", "## Notes", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
 
@@ -512,12 +524,12 @@ def trace_tables(predictions: list[dict[str, Any]], plot: str | None = None) -> 
             lines += ["Passing probe groups per step: U upstream, D downstream, I integrated; * agent workspace.", ""]
         header = [f"{s['step']}{'*' if s['workspace_kind'] == 'agent_workspace' else ''} {_step_label(s)}"
                   for s in steps]
-        lines += [f"**line {p['line']}: {p['model_name_or_path']} / {p['protocol']} / {p['task_id']}**", "",
-                  "| dependency | " + " | ".join(header) + " |", "|---|" + "---|" * len(steps)]
+        lines += [f"**line {p['line']}: {_names(p)}**", "",
+                  "| dependency | " + " | ".join(map(markdown_cell, header)) + " |", "|---|" + "---|" * len(steps)]
         for dep_id, dep_steps in trace.items():
             cells = ["".join(letter for group, letter in (("upstream", "U"), ("downstream", "D"), ("integrated", "I"))
                              if step[group]) or "-" for step in dep_steps]
-            lines.append(f"| {dep_id} | " + " | ".join(cells) + " |")
+            lines.append(f"| {markdown_cell(dep_id)} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
 
@@ -540,7 +552,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
                 out[key] = "; ".join(map(str, value)) if isinstance(value, list) else str(value)
             else:
                 out[key] = value
-        flat.append(out)
+        flat.append({key: csv_cell(value) for key, value in out.items()})
     buffer = io.StringIO()
     if flat:
         writer = csv.DictWriter(buffer, fieldnames=list(dict.fromkeys(k for row in flat for k in row)))

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from asyncodebench.harness.sandbox import LABEL_RUN
 from asyncodebench.run.ray_node import ATTEMPTS_NAMESPACE, Sweep, attempts_prefix
+from asyncodebench.untrusted import terminal_text
 
 LOOK_SECONDS = 1.0  # between two looks at the cluster: one small request to Ray's control store
 SETTLE_SECONDS = 60  # at most, at the end of a run, for the cluster to say which node died (Ray's defaults: ~30 s)
@@ -197,4 +198,4 @@ def _say(line: str) -> None:
     """One line on stderr, above the progress bar."""
     from tqdm import tqdm
 
-    tqdm.write(line, file=sys.stderr)
+    tqdm.write(terminal_text(line), file=sys.stderr)

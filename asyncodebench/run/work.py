@@ -25,6 +25,7 @@ from asyncodebench.run.prediction_result import InfrastructureKind, PredictionRe
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.results import infrastructure_result, score
 from asyncodebench.scoring.patches import patch_bytes
+from asyncodebench.untrusted import terminal_text
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ def say_retry(what: str, failures: list[str]) -> None:
     cause (no space left, an OCI runtime error) is often at the end of a long message."""
     from tqdm import tqdm
 
-    tqdm.write(f"warning: {what}: {' '.join(failures[-1].split())}; trying again (attempt {len(failures) + 1} "
-               f"of {TRIES})", file=sys.stderr)
+    tqdm.write(terminal_text(f"warning: {what}: {' '.join(failures[-1].split())}; trying again (attempt "
+                             f"{len(failures) + 1} of {TRIES})"), file=sys.stderr)
 
 
 def attempts_failed(failures: list[str]) -> str:
