@@ -463,6 +463,7 @@ class _FakeBench:
         from types import SimpleNamespace
 
         self.spec = SimpleNamespace(task_id="asyncodebench-demo:x", pinned_ref="img@sha256:0", initial_counts=())
+        self.settings = SimpleNamespace(run_probes=False)  # the base's probes: tests/test_identity_grading.py
         self._run = _FakeRun(report)
 
     @contextmanager

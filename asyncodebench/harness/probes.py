@@ -113,18 +113,21 @@ def slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:
     return tuple(slow)
 
 
-def selector_results(run: ProbeRun | None, selectors: Sequence[str]) -> dict[str, SelectorResult]:
-    """Each selector's status: from its own process when it had one, else from the shared run.
+def selector_results(run: ProbeRun | None, selectors: Sequence[str],
+                     base_ids: Mapping[str, frozenset[str]] | None = None) -> dict[str, SelectorResult]:
+    """Each selector's status: from its own process when it had one, else from the shared run. `base_ids`: per
+    selector, the node ids the base state collected for it (decision 14), which are then its tests.
 
     With no probe run at all (the container was killed), every selector counts as not collected.
     """
     results = {}
     for selector in selectors:
         call = _call_for(run, selector)
+        own = (base_ids or {}).get(selector)
         if call is None:
-            results[selector] = selector_status(selector, [], None, False)
+            results[selector] = selector_status(selector, [], None, False, own)
         else:
-            results[selector] = selector_status(selector, call.tests, call.exit_code, call.timed_out)
+            results[selector] = selector_status(selector, call.tests, call.exit_code, call.timed_out, own)
     return results
 
 

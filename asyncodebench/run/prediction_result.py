@@ -138,7 +138,9 @@ class Integrity:
     skipped_or_xfailed: int
     total: int
     report_problem: str | None  # why the evaluator's report could not be read, if it could not
-    skip_rules: JsonObject  # `skip_rules_broken` and `newly_skipped`, as `grading.skip_integrity_record` gives them
+    # `skip_rules_broken` and `newly_skipped` (`grading.skip_integrity_record`), and `collected_by_identity`
+    # (`grading.identity_record`, decision 14)
+    skip_rules: JsonObject
     review: JsonObject  # review flags of every patch of the prediction (`scoring.review`)
     baseline: JsonObject | None  # the floor the prediction was held to; None when the base was not measured
 
@@ -152,7 +154,8 @@ class Integrity:
     @classmethod
     def from_json(cls, value: JsonObject) -> Integrity:
         """Read back the `integrity` object; one from before kit 0.4.2 found no tampering, audit or review flags."""
-        skip_rules = {k: value[k] for k in ("skip_rules_broken", "newly_skipped") if k in value}
+        skip_rules = {k: value[k] for k in ("skip_rules_broken", "newly_skipped", "collected_by_identity")
+                      if k in value}
         # tampering, audit and review came with kit 0.4.2; an older result found nothing of the kind
         return cls(value["violation"], tuple(value.get("tampering", ())), tuple(value.get("audit", ())),
                    value["skipped_or_xfailed"], value["total"], value["report_problem"], skip_rules,
