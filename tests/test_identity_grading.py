@@ -197,3 +197,16 @@ def test_the_base_record_keeps_collected_and_selector_ids_and_reads_old_records(
     assert old_floor is not None and (old_floor.collected_ids, old_floor.selector_ids) == (None, None)
     no_probes = baseline.measure(_FakeBench(_report(BASE), None))
     assert no_probes.selector_ids is None and no_probes.collected_ids == tuple(sorted(BASE))
+
+
+def test_tests_of_a_module_the_base_could_not_collect_are_scored() -> None:
+    """A test module that fails to import at base lists no test there, only its failed collector; the tests a
+    working implementation lets pytest list in it are the task's own (the file is restored from the base), so they
+    count. New ids anywhere else still do not."""
+    floor = Baseline(0, 8, "base_run", frozenset(), frozenset(PASSING), failed_collectors=frozenset({"w.py"}))
+    evaluated = {**dict.fromkeys(PASSING, "passed"), "w.py::test_w1": "passed", "w.py::test_w2": "failed",
+                 "w.pyx::test_lookalike": "passed", "x.py::test_new": "passed"}
+    normalized = normalize_report(_report(evaluated), 1, "")
+    graded = grade(normalized, 1, None, floor)
+    assert (graded.passed, graded.denominator) == (8, 9)
+    assert identity_record(normalized, floor)["added_count"] == 2

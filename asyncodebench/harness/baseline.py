@@ -41,6 +41,7 @@ class BaseStateRecord:
     # Per selector, the sorted node ids the base's probes collected for it; only selectors for which they
     # collected something. None when the probes did not run (--no-probes) or the record predates decision 14.
     selector_ids: Mapping[str, tuple[str, ...]] | None = None
+    failed_collectors: tuple[str, ...] = ()  # sorted node ids of the collectors whose collection failed at base
 
     def to_json(self) -> dict[str, Any]:
         """The record as saved (`from_json` reads it back)."""
@@ -52,7 +53,8 @@ class BaseStateRecord:
                 else list(self.skipped_or_xfailed_ids),
                 "collected_ids": None if self.collected_ids is None else list(self.collected_ids),
                 "selector_ids": None if self.selector_ids is None
-                else {selector: list(ids) for selector, ids in sorted(self.selector_ids.items())}}
+                else {selector: list(ids) for selector, ids in sorted(self.selector_ids.items())},
+                "failed_collectors": list(self.failed_collectors)}
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> BaseStateRecord:
@@ -65,7 +67,8 @@ class BaseStateRecord:
                    value.get("counts"), tuple(value.get("recorded_initial_counts") or ()),
                    value.get("matches_recorded"), _id_list(value.get("skipped_or_xfailed_ids")),
                    _id_list(value.get("collected_ids")),
-                   None if selectors is None else {str(s): _id_list(ids) or () for s, ids in selectors.items()})
+                   None if selectors is None else {str(s): _id_list(ids) or () for s, ids in selectors.items()},
+                   _id_list(value.get("failed_collectors")) or ())
 
     def floor(self, spec: TaskSpec) -> Baseline | None:
         """The floor of decisions 9, 12 and 14 this record sets; without a usable base report, the release's
@@ -76,7 +79,7 @@ class BaseStateRecord:
             selectors = None if self.selector_ids is None else {
                 selector: frozenset(found) for selector, found in self.selector_ids.items() if found}
             return Baseline(self.counts["skipped"] + self.counts.get("xfailed", 0), self.counts["collected"],
-                            "base_run", ids, collected, selectors)
+                            "base_run", ids, collected, selectors, frozenset(self.failed_collectors))
         if spec.initial_counts:
             snapshot = spec.initial_counts[0]
             return Baseline(snapshot["skipped"], snapshot["collected"], "recorded_initial_counts")
@@ -132,7 +135,8 @@ def measure(bench: Workbench) -> BaseStateRecord:
                            tuple(spec.initial_counts), _matches(counts, spec.initial_counts),
                            None if counts is None or ids is None else tuple(sorted(ids)),
                            None if counts is None or outcomes is None else tuple(sorted(outcomes)),
-                           None if probes is None else _selector_ids(probes, spec.selectors))
+                           None if probes is None else _selector_ids(probes, spec.selectors),
+                           tuple(sorted(normalized.failed_collectors)))
 
 
 def _selector_ids(probes: ProbeRun, selectors: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

@@ -98,6 +98,9 @@ class Baseline:
     # Per probe selector, the node ids the base state's probes collected for it (decision 14); a selector absent
     # here (the base collected nothing for it, or the record predates it) is read by node-id matching alone.
     selector_ids: Mapping[str, frozenset[str]] | None = None
+    # Node ids of the collectors (modules, packages) whose collection failed at base: their tests were never
+    # listed there, so an evaluated test inside one of them is one of the task's own tests and is scored.
+    failed_collectors: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -307,7 +310,9 @@ def identity_check(normalized: NormalizedReport, baseline: Baseline | None) -> I
 
     A base test counts as passed only when the evaluated run lists that very node id as passed; one it does not
     list at all (dropped, renamed, its module no longer collected, its parameters changed) is missing, which
-    grading scores as a failure. Tests only the evaluated run has are counted apart and never scored.
+    grading scores as a failure. Tests only the evaluated run has are counted apart and never scored, except those
+    inside a collector that failed at base (a test module the base could not import): the task's own tests,
+    restored from the base, that only a working implementation lets pytest list.
     """
     if baseline is None or baseline.collected_ids is None or normalized.synthetic_summary:
         return None
@@ -315,9 +320,19 @@ def identity_check(normalized: NormalizedReport, baseline: Baseline | None) -> I
     if outcomes is None:
         return None
     base = baseline.collected_ids
-    return IdentityCheck(passed=sum(1 for nodeid in base if outcomes.get(nodeid) == "passed"),
+    uncollected = [_collector_prefix(nodeid) for nodeid in baseline.failed_collectors]
+    scored = [nodeid for nodeid in outcomes if nodeid in base or any(nodeid.startswith(p) for p in uncollected)]
+    return IdentityCheck(passed=sum(1 for nodeid in scored if outcomes[nodeid] == "passed"),
                          missing=tuple(sorted(nodeid for nodeid in base if nodeid not in outcomes)),
-                         added=sum(1 for nodeid in outcomes if nodeid not in base))
+                         added=len(outcomes) - len(scored))
+
+
+def _collector_prefix(nodeid: str) -> str:
+    """What the node ids of a collector's tests start with: `tests/test_x.py::` for a module (or a class in it),
+    `tests/sub/` for a folder."""
+    if "::" in nodeid or nodeid.endswith(".py"):
+        return nodeid + "::"
+    return nodeid.rstrip("/") + "/"
 
 
 def identity_record(normalized: NormalizedReport, baseline: Baseline | None) -> dict[str, Any]:
