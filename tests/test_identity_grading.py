@@ -159,6 +159,7 @@ def test_selector_results_read_the_base_ids_per_selector() -> None:
 class _FakeRun:
     def __init__(self, report: dict[str, Any]) -> None:
         self.report, self.exit_code, self.tail, self.report_problem, self.sentinel = report, 1, "", None, None
+        self.output_capped = False
 
 
 class _FakeBench:

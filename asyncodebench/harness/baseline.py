@@ -123,7 +123,7 @@ def measure(bench: Workbench) -> BaseStateRecord:
         _, run = bench.evaluate(b"", built)
         probes = bench.probe(b"", built)[1] if bench.settings.run_probes else None
     # The base is read as predictions are: sentinels out, pytest's exit code as it would be without them.
-    check = examine(run.report, run.exit_code, run.tail, run.sentinel) if run else None
+    check = examine(run.report, run.exit_code, run.tail, run.sentinel, output_capped=run.output_capped) if run else None
     report, exit_code = (check.report, check.exit_code) if check else (None, None)
     normalized = normalize_report(report, exit_code, run.tail if run else "")
     counts = None if normalized.synthetic_summary else {

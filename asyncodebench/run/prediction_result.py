@@ -143,10 +143,14 @@ class Integrity:
     skip_rules: JsonObject
     review: JsonObject  # review flags of every patch of the prediction (`scoring.review`)
     baseline: JsonObject | None  # the floor the prediction was held to; None when the base was not measured
+    # {process, reason}: what a loaded machine could also have caused, left after a second run of the process
+    # (`harness.checks.evidence_needs_review`); never scored, the result is only as good as its review
+    needs_review: tuple[JsonObject, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `integrity` object, the skip rules' keys among its own."""
         return {"violation": self.violation, "tampering": [dict(t) for t in self.tampering],
+                "needs_review": [dict(n) for n in self.needs_review],
                 "audit": [dict(a) for a in self.audit], "skipped_or_xfailed": self.skipped_or_xfailed,
                 "total": self.total, "report_problem": self.report_problem, **self.skip_rules,
                 "review": self.review, "baseline": self.baseline}
@@ -159,7 +163,8 @@ class Integrity:
         # tampering, audit and review came with kit 0.4.2; an older result found nothing of the kind
         return cls(value["violation"], tuple(value.get("tampering", ())), tuple(value.get("audit", ())),
                    value["skipped_or_xfailed"], value["total"], value["report_problem"], skip_rules,
-                   value.get("review", {"count": 0, "flags": []}), value["baseline"])
+                   value.get("review", {"count": 0, "flags": []}), value["baseline"],
+                   tuple(value.get("needs_review", ())))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
-from asyncodebench.harness.checks import audit_flags, examine_evidence
+from asyncodebench.harness.checks import audit_flags, evidence_needs_review, examine_evidence
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.integration import Integration
 from asyncodebench.harness.native import BuildRun
@@ -121,6 +121,7 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
     scored.
     """
     recorded_at = recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    needs_review = evidence_needs_review(evidence)
     evidence, tampering = examine_evidence(evidence)
     prep = evidence.preparation
     normalized = normalize_report(evidence.report, evidence.exit_code, evidence.output)
@@ -149,7 +150,7 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
                             evidence.report_problem,
                             {**skip_integrity_record(normalized, baseline),
                              "collected_by_identity": identity_record(normalized, baseline)},
-                            review_prediction(prediction), _baseline_record(baseline)),
+                            review_prediction(prediction), _baseline_record(baseline), tuple(needs_review)),
         evaluator=EvaluatorFacts(evidence.command, evidence.exit_code, evidence.timed_out,
                                  evidence.killed_by_watchdog, evidence.evaluator_seconds, failure_kind,
                                  normalized.synthetic_summary, {k: getattr(normalized, k) for k in SUMMARY_COUNTS}),
