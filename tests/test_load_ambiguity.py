@@ -56,6 +56,14 @@ def test_a_process_stopped_before_its_end_is_not_read_when_its_report_disagrees(
     assert honest_timeout.report is not None and honest_timeout.ambiguous == honest_timeout.tampering == ()
 
 
+def test_a_timeout_while_pytest_prints_its_terminal_summary_keeps_pytests_own_report() -> None:
+    """pytest writes its report, then prints every failure's traceback and only then its summary line: a timeout
+    in between (seconds on a loaded host) leaves a true report without the line. It is read, and listed."""
+    check = examine(_report(REAL), 124, "....F.s.E\n=== FAILURES ===\n___ test_three ___\n    assert 0\n", TOKEN)
+    assert check.tampering == () and check.ambiguous == (LOST_SUMMARY_LINE,)
+    assert check.report is not None and len(check.report["tests"]) == len(REAL)
+
+
 def _evidence(report: dict[str, Any] | None, exit_code: int | None, output: str, probes: ProbeRun | None = None,
               attempts: int = 1) -> Evidence:
     prep = Preparation("applied", "", (), "ref", (), (), (), ())

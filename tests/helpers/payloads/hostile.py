@@ -312,6 +312,8 @@ def payloads(make: PatchMaker) -> list[Payload]:
     found += skip_payloads(make)
     from helpers.payloads.tree import tree_payloads  # attack class 8: the preparation (issue 16)
     found += tree_payloads(make)
+    from helpers.payloads.identity import identity_payloads  # class 10: tests swapped by id (decision 14)
+    found += identity_payloads(make)
     return found
 
 
