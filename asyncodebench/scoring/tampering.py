@@ -17,9 +17,9 @@ and the exit code becomes the one pytest would have given without them (the must
 Two disagreements a loaded machine can also produce are not tampering but ambiguous: the harness runs such a
 process once more, and if they persist they are listed for review (`integrity.needs_review`), never scored 0:
 
-- pytest's summary line missing from (or cut at the end of) an output that the harness did not cap: the daemon's
-  output stream can lose the end of a process's output on a loaded host. A summary line pushed out of the kept
-  tail by the process's own output is still tampering (load prints nothing);
+- pytest's summary line missing from (or cut at the end of) an output that the harness did not cap: the last
+  thing pytest prints, so an output stream cut short loses it first. A summary line pushed out of the kept tail
+  by the process's own output is still tampering (load prints nothing);
 - any disagreement in a process that did not end by itself (a timeout, a kill, an exit code pytest never gives).
   A timeout that fires while pytest prints its terminal summary (on a loaded host that takes seconds: every
   failure's traceback) leaves pytest's own report without its summary line: that report is read. Any other
@@ -122,8 +122,8 @@ def _summary_problems(summary: Mapping[str, Any], tests: Sequence[Mapping[str, A
 
 
 NO_SUMMARY_LINE = "the report lists tests but pytest printed no summary line"
-LOST_SUMMARY_LINE = ("the report lists tests but the output lacks pytest's summary line at its end (the output "
-                     "stream can lose its end on a loaded machine)")
+LOST_SUMMARY_LINE = ("the report lists tests but the output lacks pytest's summary line at its end (the last thing "
+                     "pytest prints: an output cut short, or a process stopped while printing, loses it)")
 
 
 def _terminal_problems(summary: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], output: str,

@@ -97,14 +97,12 @@ def _edit(mode: str) -> dict[str, str]:
 def identity_payloads(make: PatchMaker) -> list[Payload]:
     """Decision 14's payloads: four forms in final patches, one in a checkpoint state, one in an agent's patch."""
     d = make.diff
-    names = iter(IDENTITY_PAYLOADS)
+    finals, (checkpoint, agents) = IDENTITY_PAYLOADS[:4], IDENTITY_PAYLOADS[4:]
     found = [Payload(name, 10, "final", _line(name, d(_edit(mode))))
-             for name, mode in zip(names, ("swap", "rename", "reparametrize", "drop-file"))]
-    name = next(names)
-    found.append(Payload(name, 10, "checkpoint", _line(name, "", protocol="async_private", checkpoints=[
+             for name, mode in zip(finals, ("swap", "rename", "reparametrize", "drop-file"))]
+    found.append(Payload(checkpoint, 10, "checkpoint", _line(checkpoint, "", protocol="async_private", checkpoints=[
         _checkpoint("agent_artifact", "agent_workspace", "core_agent", d(_edit("reparametrize"))),
         _checkpoint("final_integrated", "integrated_workspace", None, d(_edit("swap")))])))
-    name = next(names)
-    found.append(Payload(name, 10, "agents", _line(name, None, protocol="async_private",
-                                                   agent_patches={"core_agent": d(_edit("swap"))})))
+    found.append(Payload(agents, 10, "agents", _line(agents, None, protocol="async_private",
+                                                     agent_patches={"core_agent": d(_edit("swap"))})))
     return found
