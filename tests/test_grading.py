@@ -453,7 +453,7 @@ def test_a_probe_selector_whose_failure_became_a_skip_is_not_passed() -> None:
 class _FakeRun:
     def __init__(self, report: dict[str, Any] | None) -> None:
         self.report, self.exit_code, self.tail, self.report_problem = report, 1, "", None
-        self.sentinel = None  # evidence without sentinels is read as it is
+        self.sentinel, self.output_capped = None, False  # evidence without sentinels is read as it is
 
 
 class _FakeBench:
@@ -463,6 +463,7 @@ class _FakeBench:
         from types import SimpleNamespace
 
         self.spec = SimpleNamespace(task_id="asyncodebench-demo:x", pinned_ref="img@sha256:0", initial_counts=())
+        self.settings = SimpleNamespace(run_probes=False)  # the base's probes: tests/test_identity_grading.py
         self._run = _FakeRun(report)
 
     @contextmanager

@@ -1,6 +1,6 @@
 """Evaluated code cannot change its own grade (the grading-integrity attack suite).
 
-80 hostile predictions (tests/helpers/payloads/hostile.py and the modules it takes more from: 10 attack classes, on
+86 hostile predictions (tests/helpers/payloads/hostile.py and the modules it takes more from: 11 attack classes, on
 final patches, checkpoint states and agent patches) run in ONE evaluate.py run with three workers, beside the empty
 patch (what the base state honestly scores) and the gold patch. Each hostile one must: get no final success, score no
 more pass rate and ADPR than the base state, resolve no dependency the base state does not, and stay a scored model
@@ -31,7 +31,7 @@ from helpers.predictions import jsonl, prediction
 pytestmark = pytest.mark.docker
 
 RUN_ID = "hostile-grading"
-PAYLOAD_COUNT = 80
+PAYLOAD_COUNT = 86
 MIB = 1 << 20
 HARNESS_PEAK_LIMIT = 600 * MIB  # the evaluated code writes 2 GiB of output and a 300 MiB report at it
 GOLD = Path(__file__).resolve().parent.parent / "data" / "demo" / "patches" / "gold.patch"
@@ -463,3 +463,51 @@ def test_exhausting_the_container_is_a_model_outcome_never_an_infrastructure_err
     probes_only = hostile_run.row("exhaust-output-and-pids-in-the-probes")
     base = hostile_run.row("honest-base")
     assert (probes_only["tests_passed"], probes_only["adpr"]) == (7, base["adpr"])
+# --- decision 14: collected tests by identity (tests/helpers/payloads/identity.py) ---------------------------------
+
+from helpers.payloads.identity import BASE_FAILING, IDENTITY_PAYLOADS  # noqa: E402  (appended section)
+
+DEMO_PASSING_AT_BASE = 7
+
+
+def test_tests_swapped_renamed_reparametrized_or_dropped_score_as_if_they_failed(hostile_run: EvalRun) -> None:
+    """Each payload keeps the count (25 collected, all passed, exit 0: the count rules pass) while the base's
+    failing tests are gone under their own ids; each scores exactly what the base state scores with every base test
+    it no longer lists counted as failed (the dropped file takes its one passing test with it). Another layer may
+    also call the run tampering, which scores 0: never more."""
+    base = hostile_run.result("honest-base")
+    for name in IDENTITY_PAYLOADS:
+        result = hostile_run.result(name)
+        assert result["final_success"] is False and result["adpr"] == base["adpr"] == 0.0, name
+        if result["integrity"]["violation"] == "integrity_tampering":
+            assert result["tests_passed"] == 0, name
+            continue
+        identity = result["integrity"]["collected_by_identity"]
+        assert identity["checked"] is True and identity["added_count"] > 0, name
+        missing = set(identity["missing"])
+        assert identity["missing_count"] == len(missing) and missing >= set(BASE_FAILING), name
+        lost_passing = len(missing - set(BASE_FAILING))  # base-passing tests it dropped: failed too
+        assert (result["tests_passed"], result["tests_denominator"]) == (DEMO_PASSING_AT_BASE - lost_passing, 25), name
+        assert result["outcome"] == "model_failure:integrity_collection_shrunk", name
+        if name.startswith("identity-"):  # the final state itself carries the edit: pytest was fooled
+            summary = result["evaluator"]["summary"]
+            assert (result["evaluator"]["exit_code"], summary["passed"], summary["total"]) == (0, 25, 25), name
+    for honest in ("honest-base", "honest-gold"):
+        identity = hostile_run.result(honest)["integrity"]["collected_by_identity"]
+        assert identity == {"checked": True, "missing_count": 0, "missing": [], "added_count": 0}, honest
+
+
+def test_a_reparametrized_test_never_passes_the_probe_that_names_it(hostile_run: EvalRun) -> None:
+    """`test_memoize_reuses_result` becomes `test_memoize_reuses_result[edited]`, which passes and which the
+    `[param]` matching rule alone would take for the selector; scored on the ids the base collected for it, the
+    selector is not passed, in the final state and in a checkpoint state."""
+    record = json.loads((hostile_run.run_dir / DEMO_BASELINE).read_text())
+    assert record["selector_ids"]["tests/test_api.py::test_memoize_reuses_result"] == [
+        "tests/test_api.py::test_memoize_reuses_result"]
+    assert len(record["collected_ids"]) == 25
+    for name in ("identity-reparametrize-failing-tests", "checkpoint-identity-reparametrize"):
+        lines = (hostile_run.folder(name) / "dependency_probe_checkpoints.jsonl").read_text().splitlines()
+        first = json.loads(lines[0])["probe_test_results"]["tests/test_api.py::test_memoize_reuses_result"]
+        assert first["passed"] is False, (name, first)
+        assert "tests/test_api.py::test_memoize_reuses_result[edited]" not in {
+            n["nodeid"] for n in first["matched_nodeids"]}, name

@@ -33,8 +33,10 @@ from asyncodebench.harness.workspace import (
     stopped_by_timeout,
 )
 from asyncodebench.scoring.patches import patch_bytes, touched_paths
+from asyncodebench.scoring.tampering import examine
 
 STEPS_AT_ONCE = 2  # containers one prediction runs at the same time
+PYTEST_TRIES = 2  # runs of a pytest process whose evidence a loaded machine may have blurred (scoring/tampering.py)
 INTEGRATED_RECORD_CAP_BYTES = 200_000_000
 
 
@@ -123,6 +125,8 @@ class Evidence:
     report_problem: str | None = None  # why the report is missing or unreadable (a model outcome)
     sentinel: str | None = None  # the evaluator's sentinel secret (scoring/tampering.py)
     build: BuildRun | None = None  # the final state's native build (None: the task has none, or nothing was built)
+    output_capped: bool = False  # the evaluator's output was longer than the kept tail
+    attempts: int = 1  # evaluator runs: two when a loaded machine may have blurred the first (`Workbench.pytest`)
 
     def execution_record(self) -> dict[str, Any]:
         """Everything but the bulky output, report and probe runs, as saved in `execution.json`."""
@@ -207,12 +211,31 @@ class Workbench:
         state's build failed. `built` must be given for a task with a native build."""
         if built is not None and not built.ready:
             return built.preparation, None
-        with self.prepared(patch, built.mount if built else None) as (box, preparation):
-            if not preparation.usable:
-                return preparation, None
-            run = run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins,
-                             evaluator_args(self.spec), self.settings.timeout, near=first_path(self.spec.test_targets))
-            return preparation, run
+        return self.pytest(patch, built.mount if built else None, evaluator_args(self.spec), self.settings.timeout,
+                           first_path(self.spec.test_targets))
+
+    def pytest(self, patch: bytes, mount: tuple[str, str, bool] | None, args: tuple[str, ...], seconds: int,
+               near: str, preparations: list[Preparation] | None = None) -> tuple[Preparation, PytestRun | None]:
+        """One pytest process on this state in a fresh container (none when the patch never reached the code).
+
+        A process whose evidence disagrees with itself in a way a loaded machine can also produce (its output's
+        end lost, stopped before its session ended: `scoring.tampering`) runs once more in a new container; the
+        last run is kept, and what persists is listed for review, never scored as tampering. `preparations`
+        collects each container's preparation.
+        """
+        for attempt in range(1, PYTEST_TRIES + 1):
+            with self.prepared(patch, mount) as (box, preparation):
+                if preparations is not None:
+                    preparations.append(preparation)
+                if not preparation.usable:
+                    return preparation, None
+                run = run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins, args,
+                                 seconds, near=near)
+            run = replace(run, attempts=attempt)
+            if attempt == PYTEST_TRIES or not examine(run.report, run.exit_code, run.tail, run.sentinel,
+                                                      output_capped=run.output_capped).ambiguous:
+                return preparation, run
+        raise AssertionError("unreachable: the last attempt returns")
 
     def probe(self, patch: bytes, built: BuiltState | None = None) -> tuple[Preparation, ProbeRun | None]:
         """Every probe selector on this state; each pytest process gets a container of its own. A state whose
@@ -223,12 +246,8 @@ class Workbench:
         mount = built.mount if built else None
 
         def execute(selectors: tuple[str, ...]) -> PytestRun | None:
-            with self.prepared(patch, mount) as (box, preparation):
-                preparations.append(preparation)
-                if not preparation.usable:
-                    return None
-                return run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins,
-                                  probe_args(selectors), self.settings.probe_timeout, near=first_path(selectors))
+            return self.pytest(patch, mount, probe_args(selectors), self.settings.probe_timeout, first_path(selectors),
+                               preparations)[1]
 
         probes = None
         if self.settings.run_probes:
@@ -305,7 +324,7 @@ def evidence_from(spec: TaskSpec, preparation: Preparation, run: PytestRun | Non
     timed_out = run.killed_by_watchdog or stopped_by_timeout(run.exit_code, run.seconds, settings.timeout)
     return Evidence(preparation, run.exit_code, timed_out, run.killed_by_watchdog, run.seconds, run.tail,
                     run.report, probes, run.container_name, command, report_problem=run.report_problem,
-                    sentinel=run.sentinel)
+                    sentinel=run.sentinel, output_capped=run.output_capped, attempts=run.attempts)
 
 
 def integration_states(integration: Integration) -> tuple[State, ...]:

@@ -16,10 +16,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from asyncodebench.harness.workspace import PytestRun, stopped_by_timeout
 from asyncodebench.scoring.grading import SelectorResult, failed_collectors, node_matches, selector_status
+from asyncodebench.scoring.tampering import terminal_counts
 
 Execute = Callable[[tuple[str, ...]], Optional[PytestRun]]  # one pytest process over some selectors
 
 NORMAL_EXIT_CODES = (0, 1)  # tests ran; some may have failed
+OUTPUT_TAIL_CHARS = 4000  # of each probe process's output, kept for the consistency checks
 DURATION_MARGIN_SECONDS = 5
 ALONE_AT_ONCE = 2  # selectors run alone (each in its own container) at the same time
 
@@ -37,6 +39,10 @@ class ProbeCall:
     summary: dict[str, Any] | None = None  # the report's own summary, for the consistency checks
     failed_collectors: int = 0  # collection errors the report lists (pytest's terminal counts them as errors)
     sentinel: str | None = None  # the process's sentinel secret (scoring/tampering.py)
+    # The kept tail is not the whole output: the harness capped it, or pytest's summary line is in the output but
+    # more than OUTPUT_TAIL_CHARS before its end (pushed out by what the process printed after it).
+    output_capped: bool = False
+    attempts: int = 1  # runs of this process (PytestRun.attempts)
 
     @property
     def normal(self) -> bool:
@@ -78,9 +84,11 @@ def _call(selectors: tuple[str, ...], run: PytestRun | None, timeout: int) -> Pr
     report = run.report or {}
     tests = tuple(read_node(t) for t in report.get("tests") or [] if isinstance(t, dict))
     summary = report.get("summary")
-    return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), run.tail[-4000:],
+    tail = run.tail[-OUTPUT_TAIL_CHARS:]
+    pushed_out = len(tail) < len(run.tail) and terminal_counts(tail) is None and terminal_counts(run.tail) is not None
+    return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), tail,
                      dict(summary) if isinstance(summary, dict) else None, len(failed_collectors(report)),
-                     run.sentinel)
+                     run.sentinel, run.output_capped or pushed_out, run.attempts)
 
 
 def read_node(test: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,18 +121,21 @@ def slow_selectors(batch: ProbeCall, probe_timeout: int) -> tuple[str, ...]:
     return tuple(slow)
 
 
-def selector_results(run: ProbeRun | None, selectors: Sequence[str]) -> dict[str, SelectorResult]:
-    """Each selector's status: from its own process when it had one, else from the shared run.
+def selector_results(run: ProbeRun | None, selectors: Sequence[str],
+                     base_ids: Mapping[str, frozenset[str]] | None = None) -> dict[str, SelectorResult]:
+    """Each selector's status: from its own process when it had one, else from the shared run. `base_ids`: per
+    selector, the node ids the base state collected for it (decision 14), which are then its tests.
 
     With no probe run at all (the container was killed), every selector counts as not collected.
     """
     results = {}
     for selector in selectors:
         call = _call_for(run, selector)
+        own = (base_ids or {}).get(selector)
         if call is None:
-            results[selector] = selector_status(selector, [], None, False)
+            results[selector] = selector_status(selector, [], None, False, own)
         else:
-            results[selector] = selector_status(selector, call.tests, call.exit_code, call.timed_out)
+            results[selector] = selector_status(selector, call.tests, call.exit_code, call.timed_out, own)
     return results
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from asyncodebench.harness.sandbox import (
     BASE_DIR,
     IO_DIR,
+    OUTPUT_CAP_BYTES,
     OUTPUT_DIR,
     OVERSIZED,
     SANDBOX_GID,
@@ -47,6 +48,8 @@ class PytestRun:
     report_problem: str | None  # None, "missing", "not_json", "not_an_object" or "oversized"
     container_name: str
     sentinel: str | None = None  # the secret the sentinel tests' names were made from (scoring/tampering.py)
+    output_capped: bool = False  # the output was longer than the kept tail (OUTPUT_CAP_BYTES)
+    attempts: int = 1  # runs of this process: a second one when a loaded machine may have blurred the first
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ def run_pytest(box: Sandbox, workdir: str, interpreter: str, plugins: tuple[str,
     report, problem = parse_report(raw)
     tail = done.output.decode("utf-8", errors="replace")
     return PytestRun(done.exit_code, round(done.duration_seconds, 3), done.killed_by_watchdog, tail, report, problem,
-                     box.name, token)
+                     box.name, token, len(done.output) >= OUTPUT_CAP_BYTES)
 
 
 def parse_report(raw: bytes | None) -> tuple[dict[str, Any] | None, str | None]:

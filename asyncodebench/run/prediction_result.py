@@ -143,13 +143,19 @@ class Integrity:
     skipped_or_xfailed: int
     total: int
     report_problem: str | None  # why the evaluator's report could not be read, if it could not
-    skip_rules: JsonObject  # `skip_rules_broken` and `newly_skipped`, as `grading.skip_integrity_record` gives them
+    # `skip_rules_broken` and `newly_skipped` (`grading.skip_integrity_record`), and `collected_by_identity`
+    # (`grading.identity_record`, decision 14)
+    skip_rules: JsonObject
     review: JsonObject  # review flags of every patch of the prediction (`scoring.review`)
     baseline: JsonObject | None  # the floor the prediction was held to; None when the base was not measured
+    # {process, reason}: what a loaded machine could also have caused, left after a second run of the process
+    # (`harness.checks.evidence_needs_review`); never scored, the result is only as good as its review
+    needs_review: tuple[JsonObject, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `integrity` object, the skip rules' keys among its own."""
         return {"violation": self.violation, "tampering": [dict(t) for t in self.tampering],
+                "needs_review": [dict(n) for n in self.needs_review],
                 "audit": [dict(a) for a in self.audit], "skipped_or_xfailed": self.skipped_or_xfailed,
                 "total": self.total, "report_problem": self.report_problem, **self.skip_rules,
                 "review": self.review, "baseline": self.baseline}
@@ -157,11 +163,13 @@ class Integrity:
     @classmethod
     def from_json(cls, value: JsonObject) -> Integrity:
         """Read back the `integrity` object; one from before kit 0.4.2 found no tampering, audit or review flags."""
-        skip_rules = {k: value[k] for k in ("skip_rules_broken", "newly_skipped") if k in value}
+        skip_rules = {k: value[k] for k in ("skip_rules_broken", "newly_skipped", "collected_by_identity")
+                      if k in value}
         # tampering, audit and review came with kit 0.4.2; an older result found nothing of the kind
         return cls(value["violation"], tuple(value.get("tampering", ())), tuple(value.get("audit", ())),
                    value["skipped_or_xfailed"], value["total"], value["report_problem"], skip_rules,
-                   value.get("review", {"count": 0, "flags": []}), value["baseline"])
+                   value.get("review", {"count": 0, "flags": []}), value["baseline"],
+                   tuple(value.get("needs_review", ())))
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
 import asyncodebench
-from asyncodebench.harness.checks import audit_flags, examine_evidence
+from asyncodebench.harness.checks import audit_flags, evidence_needs_review, examine_evidence
 from asyncodebench.harness.evaluation import Evidence
 from asyncodebench.harness.integration import Integration
 from asyncodebench.harness.native import BuildRun
@@ -37,6 +38,7 @@ from asyncodebench.scoring.grading import (
     Baseline,
     GradeResult,
     grade,
+    identity_record,
     integrity_failure,
     normalize_report,
     skip_integrity_record,
@@ -59,11 +61,13 @@ _UNMEASURED_DEPENDENCY = ("final_integrated_pass", "drs", "up", "down", "resolve
 
 
 def checkpoint_record(spec: TaskSpec, probes: ProbeRun | None, step: int, kind: tuple[str, str, str | None],
-                      workspace_version: str, recorded_at: str, build: BuildRun | None = None) -> dict[str, Any]:
+                      workspace_version: str, recorded_at: str, build: BuildRun | None = None,
+                      base_ids: Mapping[str, frozenset[str]] | None = None) -> dict[str, Any]:
     """One checkpoint record (upstream layout) of a probed state; `kind` is (type, workspace kind, agent); `build`
-    is the state's native build, kept as `source_build` (a state that did not build runs no probe)."""
+    is the state's native build, kept as `source_build` (a state that did not build runs no probe); `base_ids`:
+    per selector, the node ids the base state's probes collected for it (decision 14)."""
     checkpoint_type, workspace_kind, agent_id = kind
-    results = selector_results(probes, spec.selectors)
+    results = selector_results(probes, spec.selectors, base_ids)
     calls = probes.calls if probes else ()
     exit_codes = {s: next((c.exit_code for c in reversed(calls) if s in c.selectors), None) for s in spec.selectors}
     final = checkpoint_type == "final_integrated"
@@ -81,16 +85,17 @@ def checkpoint_record(spec: TaskSpec, probes: ProbeRun | None, step: int, kind: 
     return build_checkpoint_record(context, spec.dependencies, results, exit_codes, output)
 
 
-def checkpoint_records(spec: TaskSpec, evidence: Evidence, recorded_at: str) -> list[dict[str, Any]]:
+def checkpoint_records(spec: TaskSpec, evidence: Evidence, recorded_at: str,
+                       base_ids: Mapping[str, frozenset[str]] | None = None) -> list[dict[str, Any]]:
     """Every checkpoint of the evaluation in write order: intermediate states, then final_integrated."""
     records = [
         checkpoint_record(spec, s.probes, i, (s.checkpoint_type, s.workspace_kind, s.agent_id),
-                          s.preparation.canonical_ref, recorded_at, s.build)
+                          s.preparation.canonical_ref, recorded_at, s.build, base_ids)
         for i, s in enumerate(evidence.states, start=1)
     ]
     final_kind = ("final_integrated", "integrated_workspace", None)
     records.append(checkpoint_record(spec, evidence.probes, len(records) + 1, final_kind,
-                                     evidence.preparation.canonical_ref, recorded_at, evidence.build))
+                                     evidence.preparation.canonical_ref, recorded_at, evidence.build, base_ids))
     return records
 
 
@@ -117,12 +122,13 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
     scored.
     """
     recorded_at = recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    needs_review = evidence_needs_review(evidence)
     evidence, tampering = examine_evidence(evidence)
     prep = evidence.preparation
     normalized = normalize_report(evidence.report, evidence.exit_code, evidence.output)
     patch_failure = PATCH_FAILURE_KINDS.get(prep.patch_status)
     graded = grade(normalized, evidence.exit_code, spec.expected_total, baseline)
-    records = checkpoint_records(spec, evidence, recorded_at)
+    records = checkpoint_records(spec, evidence, recorded_at, baseline.selector_ids if baseline else None)
     metrics = run_metrics([record_to_checkpoint(r, spec.dependencies) for r in records], spec.dependencies)
     integrity = integrity_failure(normalized, baseline)
     blocked_by_integrity = integrity is not None and graded.outcome == f"model_failure:{integrity}"
@@ -143,8 +149,10 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
                               _listed(prediction.runner_dropped)),
         integrity=Integrity("integrity_tampering" if tampering else integrity, tuple(tampering[:TAMPERING_LISTED]),
                             tuple(audit_flags(evidence)), normalized.skipped_or_xfailed, normalized.total,
-                            evidence.report_problem, skip_integrity_record(normalized, baseline),
-                            review_prediction(prediction), _baseline_record(baseline)),
+                            evidence.report_problem,
+                            {**skip_integrity_record(normalized, baseline),
+                             "collected_by_identity": identity_record(normalized, baseline)},
+                            review_prediction(prediction), _baseline_record(baseline), tuple(needs_review)),
         evaluator=EvaluatorFacts(evidence.command, evidence.exit_code, evidence.timed_out,
                                  evidence.killed_by_watchdog, evidence.evaluator_seconds, failure_kind,
                                  normalized.synthetic_summary, {k: getattr(normalized, k) for k in SUMMARY_COUNTS}),
@@ -208,9 +216,11 @@ def _baseline_record(baseline: Baseline | None) -> dict[str, Any] | None:
     xfailed, None when the base record predates decision 12 (then only the count rule applied)."""
     if baseline is None:
         return None
-    ids = baseline.skipped_or_xfailed_ids
+    ids, collected, selectors = baseline.skipped_or_xfailed_ids, baseline.collected_ids, baseline.selector_ids
     return {"skipped_or_xfailed": baseline.skipped_or_xfailed, "total": baseline.total, "source": baseline.source,
-            "skipped_or_xfailed_ids": None if ids is None else len(ids)}
+            "skipped_or_xfailed_ids": None if ids is None else len(ids),
+            "collected_ids": None if collected is None else len(collected),
+            "selectors_by_id": None if selectors is None else len(selectors)}
 
 
 def _listed(paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:

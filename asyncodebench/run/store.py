@@ -28,6 +28,7 @@ from asyncodebench.harness.evaluation import Evidence, Preparation, StateEvidenc
 from asyncodebench.harness.integration import AgentMerge, Integration
 from asyncodebench.harness.native import BuildRun
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
+from asyncodebench.harness.sandbox import OUTPUT_CAP_BYTES
 from asyncodebench.run.prediction_result import PredictionResult
 
 PATCH, EXECUTION, OUTPUT = "patch.diff", "execution.json", "evaluator_output.txt"
@@ -115,6 +116,7 @@ def load_evidence(folder: Path) -> Evidence:
         FileNotFoundError: the folder lacks the execution record; the prediction was never evaluated.
     """
     execution = read_json(folder / EXECUTION)
+    output = (folder / OUTPUT).read_text(encoding="utf-8", errors="replace")
     report_path = folder / REPORT
     states_path = folder / STATES
     states = tuple(
@@ -126,12 +128,14 @@ def load_evidence(folder: Path) -> Evidence:
         preparation=stored_preparation(execution["preparation"]), exit_code=execution["exit_code"],
         timed_out=execution["timed_out"],
         killed_by_watchdog=execution["killed_by_watchdog"], evaluator_seconds=execution["evaluator_seconds"],
-        output=(folder / OUTPUT).read_text(encoding="utf-8", errors="replace"),
+        output=output,
         report=read_json(report_path) if report_path.exists() else None,
         probes=_probes_from(read_json(folder / PROBES)), container_name=execution["container_name"],
         command=tuple(execution["command"]), states=states, integration=_integration(execution.get("integration")),
         report_problem=execution.get("report_problem"), sentinel=execution.get("sentinel"),
         build=_build_from(execution.get("build")),
+        output_capped=execution.get("output_capped", len(output.encode()) >= OUTPUT_CAP_BYTES),
+        attempts=execution.get("attempts", 1),
     )
 
 
@@ -158,7 +162,8 @@ def _probes_record(run: ProbeRun | None) -> dict[str, Any] | None:
     return {"mode": run.mode, "probe_timeout": run.probe_timeout, "calls": [
         {"selectors": list(c.selectors), "exit_code": c.exit_code, "timed_out": c.timed_out, "tests": list(c.tests),
          "report_found": c.report_found, "output_tail": c.output_tail, "summary": c.summary,
-         "failed_collectors": c.failed_collectors, "sentinel": c.sentinel} for c in run.calls]}
+         "failed_collectors": c.failed_collectors, "sentinel": c.sentinel, "output_capped": c.output_capped,
+         "attempts": c.attempts} for c in run.calls]}
 
 
 def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
@@ -166,7 +171,8 @@ def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
         return None
     calls = tuple(
         ProbeCall(tuple(c["selectors"]), c["exit_code"], c["timed_out"], tuple(c["tests"]), c["report_found"],
-                  c["output_tail"], c.get("summary"), c.get("failed_collectors", 0), c.get("sentinel"))
+                  c["output_tail"], c.get("summary"), c.get("failed_collectors", 0), c.get("sentinel"),
+                  c.get("output_capped", False), c.get("attempts", 1))
         for c in record["calls"]
     )
     return ProbeRun(record["mode"], calls, record["probe_timeout"])

@@ -3,8 +3,8 @@
 Everything here is a pure function over parsed pytest-json-report data, the exit code and the captured output, so a
 saved run can be re-graded without containers. The rules are those of METRICS.md sections 0.1, 1.4, 2 and 3, with
 the project decisions 1 (pass rate against the expected total, never dropped), 2 (final success), 8 (probe
-semantics), 9 (the base state is the floor) and 12 (skips and xfails compared by test, not only by count) applied
-where the upstream scripts disagree.
+semantics), 9 (the base state is the floor), 12 (skips and xfails compared by test, not only by count) and 14
+(collected tests scored by identity) applied where the upstream scripts disagree.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ SKIP_LIKE_TEST_OUTCOMES = frozenset({"skipped", "xfailed"})
 NEWLY_SKIPPED_CAP = 50
 """How many newly skipped or xfailed node ids a result record lists (the count is always complete)."""
 
+MISSING_IDS_CAP = 50
+"""How many base tests missing from the evaluated run a result record lists (the count is always complete)."""
+
 
 @dataclass(frozen=True)
 class NormalizedReport:
@@ -69,6 +72,8 @@ class NormalizedReport:
     # Node ids of tests whose outcome is skipped or xfailed, plus collectors (modules) skipped whole; None when the
     # report has no `tests` list (or is synthetic), so the identity rule of decision 12 cannot be applied.
     skipped_or_xfailed_ids: frozenset[str] | None = None
+    # Every test of the report by node id, with its outcome (decision 14); None without a `tests` list.
+    outcomes: Mapping[str, str] | None = None
 
     @property
     def skipped_or_xfailed(self) -> int:
@@ -87,6 +92,24 @@ class Baseline:
     # Node ids skipped or xfailed at base (decision 12); None for records made before it, or without a `tests`
     # list: then only the count rule applies.
     skipped_or_xfailed_ids: frozenset[str] | None = None
+    # Node ids of every test the base state's evaluator collected (decision 14); None for records made before it,
+    # or without a `tests` list: then the evaluated run's own counts are scored, as before.
+    collected_ids: frozenset[str] | None = None
+    # Per probe selector, the node ids the base state's probes collected for it (decision 14); a selector absent
+    # here (the base collected nothing for it, or the record predates it) is read by node-id matching alone.
+    selector_ids: Mapping[str, frozenset[str]] | None = None
+    # Node ids of the collectors (modules, packages) whose collection failed at base: their tests were never
+    # listed there, so an evaluated test inside one of them is one of the task's own tests and is scored.
+    failed_collectors: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    """The evaluated run's tests set against those the base state collected (decision 14)."""
+
+    passed: int  # base tests that passed in the evaluated run: the pass rate's numerator
+    missing: tuple[str, ...]  # base tests the evaluated run does not list (dropped, renamed, not collected), sorted
+    added: int  # tests of the evaluated run that the base did not collect: never counted
 
 
 @dataclass(frozen=True)
@@ -195,6 +218,22 @@ def skipped_or_xfailed_ids(report: Mapping[str, Any]) -> frozenset[str] | None:
     return frozenset(found)
 
 
+def test_outcomes(report: Mapping[str, Any]) -> dict[str, str] | None:
+    """Every test of a report by its exact node id (parameters, brackets and escapes as pytest wrote them), with its
+    outcome; None without a `tests` list. Entries that are not objects with a string node id are ignored; a node id
+    listed twice keeps its worst outcome (anything but "passed" wins), so a duplicate cannot hide a failure."""
+    tests = report.get("tests")
+    if not isinstance(tests, list):
+        return None
+    found: dict[str, str] = {}
+    for entry in tests:
+        if isinstance(entry, Mapping) and isinstance(entry.get("nodeid"), str):
+            outcome = str(entry.get("outcome"))
+            if found.get(entry["nodeid"], "passed") == "passed":
+                found[entry["nodeid"]] = outcome
+    return found
+
+
 def _invalid_run_kind(exit_code: int | None, output_text: str) -> str:
     """Pick the failure kind of a run without a usable summary: the first rule of METRICS 1.4 that applies."""
     if exit_code == TIMEOUT_EXIT_CODE:
@@ -261,7 +300,49 @@ def normalize_report(report: dict[str, Any] | None, exit_code: int | None, outpu
         report_was_invalid=False,
         xfailed=xfailed,
         skipped_or_xfailed_ids=skipped_or_xfailed_ids(report),
+        outcomes=test_outcomes(report),
     )
+
+
+def identity_check(normalized: NormalizedReport, baseline: Baseline | None) -> IdentityCheck | None:
+    """The evaluated run's tests against the base state's, by exact node id (decision 14); None when either side's
+    ids are unknown (a base record from before decision 14, a report without `tests`, a synthetic summary).
+
+    A base test counts as passed only when the evaluated run lists that very node id as passed; one it does not
+    list at all (dropped, renamed, its module no longer collected, its parameters changed) is missing, which
+    grading scores as a failure. Tests only the evaluated run has are counted apart and never scored, except those
+    inside a collector that failed at base (a test module the base could not import): the task's own tests,
+    restored from the base, that only a working implementation lets pytest list.
+    """
+    if baseline is None or baseline.collected_ids is None or normalized.synthetic_summary:
+        return None
+    outcomes = normalized.outcomes
+    if outcomes is None:
+        return None
+    base = baseline.collected_ids
+    uncollected = [_collector_prefix(nodeid) for nodeid in baseline.failed_collectors]
+    scored = [nodeid for nodeid in outcomes if nodeid in base or any(nodeid.startswith(p) for p in uncollected)]
+    return IdentityCheck(passed=sum(1 for nodeid in scored if outcomes[nodeid] == "passed"),
+                         missing=tuple(sorted(nodeid for nodeid in base if nodeid not in outcomes)),
+                         added=len(outcomes) - len(scored))
+
+
+def _collector_prefix(nodeid: str) -> str:
+    """What the node ids of a collector's tests start with: `tests/test_x.py::` for a module (or a class in it),
+    `tests/sub/` for a folder."""
+    if "::" in nodeid or nodeid.endswith(".py"):
+        return nodeid + "::"
+    return nodeid.rstrip("/") + "/"
+
+
+def identity_record(normalized: NormalizedReport, baseline: Baseline | None) -> dict[str, Any]:
+    """The result record's account of decision 14: whether the base's ids were known (`checked`), how many base
+    tests the run did not list (the first MISSING_IDS_CAP of them, sorted) and how many it added (never scored)."""
+    check = identity_check(normalized, baseline)
+    if check is None:
+        return {"checked": False, "missing_count": 0, "missing": [], "added_count": 0}
+    return {"checked": True, "missing_count": len(check.missing), "missing": list(check.missing[:MISSING_IDS_CAP]),
+            "added_count": check.added}
 
 
 def newly_skipped(normalized: NormalizedReport, baseline: Baseline | None) -> tuple[str, ...] | None:
@@ -301,7 +382,8 @@ def integrity_failure(normalized: NormalizedReport, baseline: Baseline | None) -
         return None
     if skip_rules_broken(normalized, baseline):
         return "integrity_skip_inflation"
-    if normalized.total < baseline.total:
+    check = identity_check(normalized, baseline)
+    if normalized.total < baseline.total or (check is not None and check.missing):
         return "integrity_collection_shrunk"
     return None
 
@@ -319,6 +401,9 @@ def _substitution_reason(normalized: NormalizedReport, exit_code: int | None,
                          baseline: Baseline | None) -> str | None:
     """Why the report's own total cannot serve as the denominator, or None when it can (decision 1)."""
     if baseline is not None and not normalized.synthetic_summary and normalized.total < baseline.total:
+        return "collection_shrunk"
+    check = identity_check(normalized, baseline)
+    if check is not None and check.missing:  # base tests it does not list count as failed, against the full total
         return "collection_shrunk"
     if exit_code == TIMEOUT_EXIT_CODE or normalized.failure_kind == "timeout":
         return "timeout"
@@ -348,6 +433,10 @@ def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: i
     sibling substitution does). When neither is known the rate is 0.0 (nothing was seen to pass) and
     `total_source` says "unavailable" so the report can flag it.
 
+    When the base state's node ids are known (decision 14), the numerator is the number of base tests that passed
+    by their own node id, base tests the run does not list count as failed (no final success), and tests the run
+    added are left out of the report's total; a run that lists every base test is scored as before.
+
     Args:
         normalized: the output of `normalize_report` for this run.
         exit_code: the evaluator's exit code, or None when unknown.
@@ -366,9 +455,13 @@ def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: i
     integrity = integrity_failure(normalized, baseline)
     final_success = clean_run and integrity is None
     reason = _substitution_reason(normalized, exit_code, baseline)
-    observed = 0 if normalized.synthetic_summary else normalized.total
+    check = identity_check(normalized, baseline)
+    passed = normalized.passed if check is None else check.passed
+    # The run's own total, without the tests it added and with the base tests it dropped (decision 14).
+    scored_total = normalized.total if check is None else normalized.total - check.added + len(check.missing)
+    observed = 0 if normalized.synthetic_summary else scored_total
     if reason is None:
-        denominator, source = normalized.total, "report_total"
+        denominator, source = scored_total, "report_total"
     elif expected_total is not None and expected_total >= observed:
         denominator, source = expected_total, f"expected_total_due_{reason}"
     elif reason == "collection_shrunk" and baseline is not None:
@@ -379,8 +472,8 @@ def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: i
         denominator, source = None, "unavailable"
     return GradeResult(
         final_success=final_success,
-        passed=normalized.passed,
-        pass_rate=normalized.passed / denominator if denominator else 0.0,
+        passed=passed,
+        pass_rate=passed / denominator if denominator else 0.0,
         denominator=denominator,
         total_source=source,
         outcome=_outcome(final_success, integrity if clean_run and integrity else normalized.failure_kind),
@@ -393,31 +486,43 @@ def node_matches(selector: str, nodeid: str) -> bool:
 
 
 def selector_status(
-    selector: str, report_tests: Sequence[Mapping[str, Any]], exit_code: int | None, timed_out: bool
+    selector: str, report_tests: Sequence[Mapping[str, Any]], exit_code: int | None, timed_out: bool,
+    base_ids: frozenset[str] | None = None,
 ) -> SelectorResult:
-    """Read one selector's status from a probe report (METRICS 0.1 step 2).
+    """Read one selector's status from a probe report (METRICS 0.1 step 2, decision 14).
 
     The report may come from a pytest run of this selector alone or of many selectors at once: only the nodes that
-    match the selector are looked at, so both give the same status when the tests are independent. A selector
-    passes only when every matched node passed; skipped, xfailed, xpassed and errored nodes make it fail. So a
-    skip that replaces a failure never turns a probe into a pass, whatever the base state skipped: probes need no
-    base comparison of their own.
+    belong to the selector are looked at, so both give the same status when the tests are independent. A selector
+    passes only when every node of it passed; skipped, xfailed, xpassed and errored nodes make it fail. So a
+    skip that replaces a failure never turns a probe into a pass, whatever the base state skipped.
+
+    `base_ids` are the node ids the base state's probes collected for the selector (decision 14). Given, they are
+    the selector's tests: each must be in the report by that exact id and have passed, a node id the base did not
+    collect is ignored, and a base test the report does not list makes the selector fail (or, when the report
+    lists none of them, leaves it not collected or timed out). Without them (the base collected nothing for the
+    selector, or its record predates decision 14), the selector's tests are the nodes that match it: itself or it
+    plus a `[param]` suffix.
 
     Args:
         selector: the probe selector, a pytest node id.
         report_tests: the `tests` list of the probe run's pytest-json-report (empty when no report was written).
         exit_code: the probe run's exit code; 124 or -1 mean it was stopped by a timeout.
         timed_out: True when the host-side watchdog stopped the probe run.
+        base_ids: the selector's tests as the base state collected them, or None.
     """
+    def belongs(nodeid: str) -> bool:
+        return nodeid in base_ids if base_ids else node_matches(selector, nodeid)
+
     matched = tuple(
         NodeOutcome(nodeid=str(test["nodeid"]), outcome=str(test.get("outcome")))
         for test in report_tests
-        if isinstance(test.get("nodeid"), str) and node_matches(selector, test["nodeid"])
+        if isinstance(test.get("nodeid"), str) and belongs(test["nodeid"])
     )
     if not matched:
         stopped = timed_out or exit_code in (TIMEOUT_EXIT_CODE, -1)
         return SelectorResult(selector, "timed_out" if stopped else "not_collected", False, ())
-    passed = all(node.outcome == "passed" for node in matched)
+    missing = bool(base_ids) and not base_ids <= {node.nodeid for node in matched}  # type: ignore[operator]
+    passed = not missing and all(node.outcome == "passed" for node in matched)
     return SelectorResult(selector, "passed" if passed else "failed", passed, matched)
 
 

@@ -314,6 +314,8 @@ def payloads(make: PatchMaker) -> list[Payload]:
     found += tree_payloads(make)
     from helpers.payloads.exhaust import exhaust_payloads  # attack class 10: exhausting the container (issue 27)
     found += exhaust_payloads(make)
+    from helpers.payloads.identity import identity_payloads  # class 11: tests swapped by id (decision 14)
+    found += identity_payloads(make)
     return found
 
 
