@@ -5,7 +5,6 @@ trust status and publish_results.py's review file. No Docker: everything here re
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from helpers.checkout import script_env
 from helpers.payloads.hostile import PatchMaker
 from helpers.payloads.review import ATTACKS, review_attack_patches
@@ -259,33 +257,19 @@ def test_the_vecstats_ctypes_loader_is_low() -> None:
     assert {f["severity"] for f in flags} == {"low"}
 
 
-def _reference_patches() -> Iterator[tuple[str, str]]:
-    """Each rebuilt image's reference solution (`git diff base reference` over every agent's writable paths), from
-    the task repositories found under $ASYNCODEBENCH_REFERENCE_REPOS (`<owner>+<name>/repo` bare clones, as
-    `fetch` writes them); none when it is not set."""
-    mirrors = os.environ.get("ASYNCODEBENCH_REFERENCE_REPOS")
-    if not mirrors:
-        return
-    for audit in sorted((ROOT / "data" / "tasks").glob("*.audit.yaml")):
-        name = audit.name.removesuffix(".audit.yaml")
-        row = yaml.safe_load((ROOT / "data" / "tasks" / f"{name}.yaml").read_text())
-        reference = yaml.safe_load(audit.read_text())["revisions"]["reference"]
-        repo = Path(mirrors) / row["repository_url"].removeprefix("https://github.com/").replace("/", "+") / "repo"
-        paths = list(dict.fromkeys([*row.get("single_agent_writable_paths", []),
-                                    *(p for a in row.get("specialists") or [] for p in a.get("writable_paths", []))]))
-        done = subprocess.run(["git", "--git-dir", str(repo), "diff", "--no-color", "--no-ext-diff",
-                               row["base_revision"], reference, "--", *paths], capture_output=True, check=False)
-        yield name, done.stdout.decode("utf-8", "replace") if done.returncode == 0 else ""
-
-
-@pytest.mark.skipif(not os.environ.get("ASYNCODEBENCH_REFERENCE_REPOS"),
-                    reason="set ASYNCODEBENCH_REFERENCE_REPOS to a folder of the tasks' repositories")
-def test_the_reference_solutions_raise_no_high_flag() -> None:
-    patches = dict(_reference_patches())
-    assert len(patches) == 19 and all(patches.values()), [n for n, p in patches.items() if not p]
-    high = {name: [(f["file"], f["line"], f["marker"]) for f in patch_flags(text) if f["severity"] == "high"]
-            for name, text in patches.items()}
-    assert {name: found for name, found in high.items() if found} == {}
+def test_the_reference_check_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    """scripts/review_references.py reviews the 19 reference solutions (repositories outside the kit: 0 high flags,
+    docs/integrity.md); what it is given wrong is said, never a traceback."""
+    script = ROOT / "scripts" / "review_references.py"
+    run = lambda *a: subprocess.run([sys.executable, str(script), *a], capture_output=True, text=True,  # noqa: E731
+                                    env=script_env(), timeout=120)
+    missing = run("--repos", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "no such folder" in missing.stderr, missing.stderr
+    unknown = run("--repos", str(tmp_path), "--tasks", "asyncodebench:nope")
+    assert unknown.returncode == 2 and "no such task asyncodebench:nope" in unknown.stderr, unknown.stderr
+    empty = run("--repos", str(tmp_path), "--tasks", "asyncodebench:flask")
+    assert empty.returncode == 2 and "holds no commit-0+flask" in empty.stderr, empty.stderr
+    assert "Traceback" not in missing.stderr + unknown.stderr + empty.stderr
 
 
 # --- targeted attacks: needs_review with a high flag, never verified -------------------------------------------
