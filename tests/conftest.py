@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 from helpers.checkout import DEMO_DIR, DEMO_TASK_ID, PROTOCOLS_FILE, SCRIPTS, script_env
+from helpers.chromium import headless_chromium
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset, RebuiltDemo, write_task_dataset
 from helpers.demo_run import (
@@ -58,6 +59,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in used:
                 item.add_marker(marker)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the whole session (Playwright's sync API allows one at a time in a process)."""
+    with headless_chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="session")

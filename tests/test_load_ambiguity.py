@@ -11,7 +11,9 @@ from dataclasses import replace
 from typing import Any, Iterator
 
 import pytest
-from test_tampering import REAL, TOKEN, _line, _report
+from helpers.tampering_reports import REAL, TOKEN
+from helpers.tampering_reports import report_of as _report
+from helpers.tampering_reports import terminal_line as _line
 
 from asyncodebench.harness import evaluation
 from asyncodebench.harness.checks import evidence_needs_review, examine_evidence

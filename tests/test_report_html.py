@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from helpers import page_checks
 from helpers.checkout import ROOT
+from helpers.chromium import CHROMIUM
 from helpers.demo_run import EvalRun
 
 from asyncodebench.dataset.protocols import display_name
@@ -27,28 +28,8 @@ from asyncodebench.reports.htmlreport import main as htmlreport_main
 from asyncodebench.reports.htmlreport import render_report
 from asyncodebench.reports.synthetic import synthetic_report
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "build" / "test-artifacts"
-# What a CI machine can run: no sandbox as root, no GPU, and nothing that phones home on start.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 HOSTILE_MODEL = '<img src="http://127.0.0.1:9/x.png" onerror="console.error(\'ran\')">'
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the whole session; missing Chromium or Playwright fails, never skips."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install it with `apt-get install -y chromium` "
-                    "(scripts/setup_machine.sh does)", pytrace=False)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("playwright is not installed: run scripts/install_python_env.sh (test extras)", pytrace=False)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 class Opened:

@@ -6,45 +6,14 @@ forms are run for real in tests/test_hostile_grading.py.
 
 from __future__ import annotations
 
-from typing import Any
+from helpers.tampering_reports import REAL, SENTINELS, TOKEN
+from helpers.tampering_reports import report_of as _report
+from helpers.tampering_reports import terminal_line as _line
 
 from asyncodebench.harness.checks import examine_probes
 from asyncodebench.harness.probes import ProbeCall, ProbeRun
-from asyncodebench.scoring.tampering import examine, sentinel_name, terminal_counts
+from asyncodebench.scoring.tampering import examine, terminal_counts
 
-TOKEN = "0123456789abcdef"
-SENTINELS = {outcome: f"tests/test_{TOKEN}.py::{sentinel_name(TOKEN, outcome)}"
-             for outcome in ("passed", "failed", "error", "skipped")}
-
-
-def _test(nodeid: str, outcome: str) -> dict[str, Any]:
-    phases = {"setup": {"outcome": "passed"}}
-    if outcome in ("passed", "failed"):
-        phases["call"] = {"outcome": outcome}
-    return {"nodeid": nodeid, "outcome": outcome, **phases}
-
-
-def _report(outcomes: dict[str, str], sentinels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A report of these real tests plus the sentinels (each with the outcome given, by default its own)."""
-    sentinels = {o: o for o in SENTINELS} if sentinels is None else sentinels
-    tests = [_test(SENTINELS[role], outcome) for role, outcome in sentinels.items()]
-    tests += [_test(nodeid, outcome) for nodeid, outcome in outcomes.items()]
-    summary: dict[str, int] = {}
-    for test in tests:
-        summary[test["outcome"]] = summary.get(test["outcome"], 0) + 1
-    summary.update(total=len(tests), collected=len(tests))
-    return {"summary": summary, "tests": tests, "collectors": []}
-
-
-def _line(report: dict[str, Any]) -> str:
-    summary = report["summary"]
-    words = {"failed": "failed", "passed": "passed", "skipped": "skipped", "error": "errors"}
-    parts = [f"{summary[key]} {word}" for key, word in words.items() if summary.get(key)]
-    return "....F.s.E\n" + ", ".join(parts) + " in 0.42s\n"
-
-
-REAL = {"tests/test_a.py::test_one": "passed", "tests/test_a.py::test_two": "passed",
-        "tests/test_b.py::test_three": "failed"}
 ALL_PASS = {nodeid: "passed" for nodeid in REAL}
 
 
