@@ -457,8 +457,10 @@ def grade(normalized: NormalizedReport, exit_code: int | None, expected_total: i
     reason = _substitution_reason(normalized, exit_code, baseline)
     check = identity_check(normalized, baseline)
     passed = normalized.passed if check is None else check.passed
-    # The run's own total, without the tests it added and with the base tests it dropped (decision 14).
-    scored_total = normalized.total if check is None else normalized.total - check.added + len(check.missing)
+    # The run's own total, without the tests it added and with the base tests it dropped (decision 14): the tests it
+    # lists by id, so a collector's error (not a test; its base tests are among the missing) is not counted twice.
+    scored_total = normalized.total if check is None else len(normalized.outcomes or {}) - check.added + len(
+        check.missing)
     observed = 0 if normalized.synthetic_summary else scored_total
     if reason is None:
         denominator, source = scored_total, "report_total"
