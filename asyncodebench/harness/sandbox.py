@@ -44,6 +44,8 @@ OUTPUT_INODES = 10_000
 OUTPUT_CAP_BYTES = 1_000_000  # the last megabyte of a command's output is kept
 STREAM_CHUNK_BYTES = 1 << 16
 OVERSIZED = b"\0asyncodebench: larger than the read limit\0"  # what `read_file` returns for a file over its limit
+REMOVAL_WAIT_SECONDS = 60  # for a removal the daemon had begun when we asked for it again
+INTERRUPT_SETTLE_SECONDS = 1.0  # for calls a signal cut short on our side to be carried out by the daemon
 ENDED_WAIT_SECONDS = 30  # for killed processes to be gone (a loaded host is slow to run them to their end)
 ENDED_MARKER = f"{IO_DIR}/ended"  # the init's: written at its start, its count of ends overwritten in place
 MARKER_RUNNING = b"ended 000000\n"  # none yet; each end writes its count in the same 13 bytes, in place
@@ -406,8 +408,20 @@ def _ends_done(marker: bytes | None) -> int:
     return int(words[1]) if len(words) == 2 and words[0] == b"ended" and words[1].isdigit() else 0
 
 
-def remove_run_containers(client: Any, run_id: str) -> int:
-    """Remove the containers and volumes left behind by an interrupted run (for example after `kill -9`)."""
+def remove_run_containers(client: Any, run_id: str, settle_seconds: float = 0.0) -> int:
+    """Remove the containers and volumes left behind by an interrupted run (for example after `kill -9`).
+
+    `settle_seconds` > 0 (a run interrupting itself): sweep again after that long, since a create call the signal cut
+    short on our side is still carried out by the daemon and may make its container after the first sweep.
+    """
+    removed = _remove_run_containers(client, run_id)
+    if settle_seconds > 0:
+        time.sleep(settle_seconds)
+        removed += _remove_run_containers(client, run_id)
+    return removed
+
+
+def _remove_run_containers(client: Any, run_id: str) -> int:
     import docker.errors
 
     # Sparse: no inspection of each listed container, which may be removed meanwhile by the evaluation it serves.
@@ -417,8 +431,27 @@ def remove_run_containers(client: Any, run_id: str) -> int:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:  # removed meanwhile (by its own evaluation, or a cleanup sharing the daemon)
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+            # Its removal is already under way: the one a Ctrl-C or SIGTERM cut short in the middle of its call
+            # (the daemon goes on with it). Wait for it to end, so that nothing of the run is left when we return.
+            _wait_removed(client, container.id)
     remove_run_volumes(client, run_id)
     return len(leftovers)
+
+
+def _wait_removed(client: Any, container_id: str, seconds: float = REMOVAL_WAIT_SECONDS) -> None:
+    """Wait until the daemon has finished removing a container (gone, or still there after `seconds`)."""
+    import docker.errors
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            client.containers.get(container_id)
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.1)
 
 
 def remove_run_volumes(client: Any, run_id: str) -> None:

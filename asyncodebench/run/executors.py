@@ -17,7 +17,12 @@ from dataclasses import replace
 from typing import Any, Callable, Protocol, TypeVar
 
 from asyncodebench.harness.baseline import BaseStateRecord
-from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, remove_run_containers
+from asyncodebench.harness.sandbox import (
+    INTERRUPT_SETTLE_SECONDS,
+    SandboxUnavailableError,
+    docker_client,
+    remove_run_containers,
+)
 from asyncodebench.images.digests import MATCH, ImageStatus
 from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.prediction_result import InfrastructureKind
@@ -120,7 +125,7 @@ class LocalExecutor:
     def _stop(self) -> None:
         """On Ctrl-C or SIGTERM: record nothing more, and remove the run's containers."""
         self.state.stopping.set()
-        remove_run_containers(self.client, self.config.label)
+        remove_run_containers(self.client, self.config.label, INTERRUPT_SETTLE_SECONDS)
 
     def close(self) -> None:
         """See `Executor.close`: remove any container or volume of the run left behind."""
