@@ -52,14 +52,16 @@ DROP_LIST = f"{IO_DIR}/agent.dropped"  # the paths taken out of a single agent's
 OUTSIDE_REASON = "outside the writable paths"
 STARTED_FILE = f"{IO_DIR}/command.started"  # the number of the last command that started (root's folder)
 NOT_STARTED_CODES = (125, 126, 127)  # timeout's, or docker exec's, own failures (an agent's command may give them)
-# Notes that the command started (its number, argv[2]), becomes the sandbox user, then runs the command with bash
-# (sh where the image has no bash). Run with -I, so nothing of the work tree or the environment is imported while
-# it is still root. A full IO folder must not keep the command from running: the note is then left out.
+# Notes that the command started (its number, argv[2], when given: the in-container agents of cli_agent.py start
+# one command and give none), becomes the sandbox user, then runs the command with bash (sh where the image has no
+# bash). Run with -I, so nothing of the work tree or the environment is imported while it is still root. A full IO
+# folder must not keep the command from running: the note is then left out.
 DROP_PRIVILEGES = (
     "import os, shutil, sys\n"
     "try:\n"
-    f"    with open({STARTED_FILE!r}, 'w') as handle:\n"
-    "        handle.write(sys.argv[2])\n"
+    "    if len(sys.argv) > 2:\n"
+    f"        with open({STARTED_FILE!r}, 'w') as handle:\n"
+    "            handle.write(sys.argv[2])\n"
     "except OSError:\n"
     "    pass\n"
     f"os.setgroups([]); os.setgid({SANDBOX_GID}); os.setuid({SANDBOX_UID})\n"
