@@ -145,7 +145,8 @@ def test_a_gitignore_taking_the_build_tree_back_in_does_not_bring_it_into_the_pa
             assert workspace.execute(NATIVE_BUILD).exit_code == 0
             status = workspace.execute("printf '!/build/\\n' >> .gitignore && git status --short -uall")
             assert "?? build/libvecstats.so" in status.output  # git itself would now take the build tree
-            raw, problem = workspace.patch()
+            read = workspace.patch(tuple(spec.single_agent_paths))
+            raw, problem = read.raw, read.problem
     finally:
         remove_run_containers(client, run_id)
     assert problem is None
