@@ -21,6 +21,10 @@ class CpuLoad:
     def __init__(self, processes: int = 24, seconds: int = 900) -> None:
         self.processes, self.seconds = processes, seconds
         self._children: list[subprocess.Popen[bytes]] = []
+        # What the block's end found of the hogs (their own counters, never the host's load average, which other
+        # work moves and which, as a one-minute mean, a short run never lifts to the number of hogs):
+        self.alive_at_end = 0  # hogs still running when the block ended: the load lasted the whole block
+        self.cpu_seconds = 0.0  # CPU time the hogs took: they competed for the CPU, not slept
 
     def __enter__(self) -> CpuLoad:
         # All on one CPU: the run has the other to itself, and takes this one whenever it wants it.
@@ -32,13 +36,20 @@ class CpuLoad:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        ticks = os.sysconf("SC_CLK_TCK")
         for child in self._children:
+            if child.poll() is None:
+                self.alive_at_end += 1
+                self.cpu_seconds += _cpu_seconds(child.pid, ticks)
             child.kill()
             child.wait()
 
 
-def load_average() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
+def _cpu_seconds(pid: int, ticks: int) -> float:
+    """User plus system time of one process, from /proc/PID/stat (fields 14 and 15, after the command's
+    parenthesised name, which may hold spaces)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 class RunSampler:
@@ -52,7 +63,6 @@ class RunSampler:
         self.run_id, self.interval = run_id, interval
         self.max_processes = 0  # in any one container of the run
         self.max_memory = 0  # peak bytes charged to any one container of the run
-        self.max_load_average = 0.0  # the machine's, while the run goes on (the condition it ran under)
         self.containers_seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -63,7 +73,6 @@ class RunSampler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.max_load_average = max(self.max_load_average, load_average())
             for container_id in self._run_containers():
                 pids = container_cgroup_value(container_id, "pids", ("pids.current",))
                 memory = container_cgroup_value(container_id, "memory", ("memory.max_usage_in_bytes",
