@@ -30,7 +30,7 @@ HUB_FILES = {
     # open on the Hub
     "docs/METRICS.md", "docs/probe_attribution.md", "docs/fields.md", "docs/loading.md", "docs/dataset_creation.md",
     "docs/quickstart.md", "docs/evaluate.md", "docs/ray.md", "docs/pages.md", "docs/integrity.md", "docs/images.md",
-    "docs/benchmarks.md", "docs/agents.md",
+    "docs/benchmarks.md", "docs/agents.md", "docs/architecture.md", "docs/architecture.svg",
 }
 
 
