@@ -7,6 +7,8 @@ containers are sampled.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from helpers.demo_run import SHARED_RUN_MEMORY, SHARED_RUN_PIDS, EvalRun
 from helpers.payloads.tamper import SWARMS
@@ -32,8 +34,10 @@ def test_every_hostile_line_is_evaluated_not_an_infrastructure_error(shared_demo
 
 def test_the_demo_completes_on_a_loaded_machine_with_no_infrastructure_error(shared_demo_run: EvalRun) -> None:
     """The shared run goes on beside a CPU load (helpers.load.CpuLoad): every prediction is a verdict, none an
-    infrastructure error, with all 24 hogs runnable from its start to its end and taking CPU time meanwhile."""
+    infrastructure error, with at least 8 hogs per CPU runnable at every sample (the run queue of a load average
+    of 8x the CPUs), all of them to the run's end, taking CPU time meanwhile."""
     load = shared_demo_run.extra["load"]
+    assert load.min_runnable >= 8 * len(os.sched_getaffinity(0)), load.min_runnable
     assert (load.alive_at_end, load.cpu_seconds > 0) == (load.processes, True), (load.alive_at_end, load.cpu_seconds)
     assert shared_demo_run.report["counts"]["infrastructure_errors"] == 0
 
