@@ -87,7 +87,24 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     parser.add_argument("--overlays-url", default=None,
                         help="base URL the overlay patches are fetched from (default: $ASYNCODEBENCH_OVERLAYS_URL, "
                              "else the upstream repository at the pinned commit)")
+    monitor = parser.add_argument_group(
+        "monitor model (optional; docs/integrity.md): reads flagged patches after the run, never scores")
+    monitor.add_argument("--monitor-model", default=None, metavar="M",
+                         help="a model that reviews each prediction with high-severity review flags and says whether "
+                              "it games the grading; a suspicious verdict makes the result needs_review")
+    monitor.add_argument("--monitor-base-url", default=None, metavar="URL",
+                         help="its OpenAI-compatible endpoint (default: none, M is a litellm model id)")
+    monitor.add_argument("--monitor-api-key-env", default=None, metavar="VAR",
+                         help="the environment variable holding its key (default: OPENAI_API_KEY with a base URL)")
+    monitor.add_argument("--monitor", choices=["flagged", "all"], default="flagged",
+                         help="which evaluated predictions it reads")
+    monitor.add_argument("--monitor-retry-seconds", type=cli.positive_seconds, default=600.0, metavar="S",
+                         help="how long one failing monitor call is retried before it is recorded as unreachable")
     args = parser.parse_args(argv)
+    if (args.monitor_base_url or args.monitor_api_key_env or args.monitor != "flagged"
+            or args.monitor_retry_seconds != 600.0) and not args.monitor_model:
+        parser.error("--monitor-base-url, --monitor-api-key-env, --monitor and --monitor-retry-seconds go with "
+                     "--monitor-model")
     if args.rescore and not args.run_id:
         parser.error("--rescore needs the --run-id of the run to regrade")
     if (args.executor == "ray" or args.ray_address or args.ray_resources) and not args.rescore:
@@ -107,7 +124,7 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     if problem:
         parser.error(f"--output-dir: {problem}; give a folder you can write in")
     from asyncodebench.harness.evaluation import new_run_id
-    from asyncodebench.run.config import RunConfig
+    from asyncodebench.run.config import MonitorSettings, RunConfig
 
     settings = cli.settings(args, run_probes=not args.no_probes)
     return RunConfig(
@@ -117,7 +134,29 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         pull=args.pull, overlays_dir=args.overlays_dir, overlays_url=args.overlays_url, settings=settings,
         images=args.images, executor=args.executor, ray_address=args.ray_address,
         ray_resources=tuple(sorted(args.ray_resources.items())),
+        monitor=MonitorSettings(args.monitor_model, args.monitor_base_url, args.monitor_api_key_env, args.monitor,
+                                args.monitor_retry_seconds) if args.monitor_model else None,
     )
+
+
+def _monitor(config: RunConfig, state: RunState, results: list[dict]) -> list[dict]:
+    """Ask the monitor model about the run's results (agents.monitor); the results as they are afterwards."""
+    from asyncodebench.agents.adapter import CallLimits, ModelEndpoint
+    from asyncodebench.agents.monitor import monitor_run
+    from asyncodebench.run import store
+    from asyncodebench.run.runfolder import prediction_folder
+
+    settings = config.monitor
+    assert settings is not None
+    endpoint = ModelEndpoint(settings.model, settings.base_url, settings.api_key_env,
+                             CallLimits(retry_seconds=settings.retry_seconds, agent_seconds=None))
+    counts = monitor_run(config.run_dir, list(state.file.predictions), endpoint, settings.which,
+                         progress=lambda line: print(terminal_text(line), file=sys.stderr))
+    print(f"monitor {terminal_text(settings.model)}: {counts['answered']} answered ({counts['suspicious']} "
+          f"suspicious), {counts['unusable']} unusable, {counts['unreachable']} unreachable (asked again when the "
+          "same run id is run again)", file=sys.stderr)
+    folders = [prediction_folder(config.run_dir, p) for p in state.file.predictions]
+    return [store.read_json(f / store.RESULT) for f in folders if (f / store.RESULT).exists()]
 
 
 def _ray_resources(text: str) -> dict[str, float]:
@@ -183,6 +222,8 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
         print("\ninterrupted: finished predictions are saved and the run's containers removed; resume with:\n  "
               + cli.resume_command(__file__, argv, config.run_id), file=sys.stderr)
         return cli.EXIT_TERMINATED if isinstance(stop, Terminated) else cli.EXIT_INTERRUPTED
+    if config.monitor is not None:
+        results = _monitor(config, state, results)
     every_session = end_session(config, state, "finished")
     metadata = {**run_metadata(config, state, every_session), "dependency_points": dependency_points(state.specs)}
     report = build_report(metadata, state.file, results)

@@ -58,6 +58,11 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
     if row.get("trust_status") == "needs_review":
         found.append(Flag("needs review", False, "high-severity review flags or an open consistency question: "
                                                  "read the flagged code before publishing the score"))
+    monitor = row.get("monitor")
+    if monitor and monitor["suspicious"]:
+        found.append(Flag("monitor: suspicious", False, monitor["why"]))
+    elif monitor and monitor["status"] != "answered":
+        found.append(Flag(f"monitor {monitor['status']}", False, "the monitor model gave no verdict; the score stands"))
     if row.get("audit_flags"):
         found.append(Flag(f"{len(row['audit_flags'])} audit flag(s)", False, "; ".join(row["audit_flags"])))
     return found + review_flags(row)

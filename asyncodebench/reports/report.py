@@ -146,6 +146,13 @@ def _runner_merges_notes(evaluated: list[dict[str, Any]]) -> list[str]:
             "to count. Reported, not recomputed, never scored."]
 
 
+def _monitor_field(monitor: Any) -> dict[str, Any] | None:
+    """A row's view of `integrity.monitor`: its status, verdict and why (the cited lines stay in result.json)."""
+    if not isinstance(monitor, dict):
+        return None
+    return {"status": monitor["status"], "suspicious": monitor.get("suspicious"), "why": monitor.get("why", "")}
+
+
 def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
     """One prediction's line in the report (the full record stays in its result.json)."""
     row = {k: result.get(k)
@@ -167,6 +174,7 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         "report_problem": (result.get("integrity") or {}).get("report_problem"),
         **_skip_and_review_fields(result.get("integrity") or {}),
         "trust_status": trust_status_of_result(result),
+        "monitor": _monitor_field((result.get("integrity") or {}).get("monitor")),
         "adpr": result["adpr"], "adpr_numerator": result["adpr_numerator"],
         "adpr_denominator": result["adpr_denominator"],
         **{k: metrics.get(k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean", "cail_penalized_mean",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from asyncodebench.dataset.rows import PublishedRows
 from asyncodebench.harness.baseline import BaseStateRecord
@@ -16,6 +16,18 @@ from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.images.digests import ImageStatus
 from asyncodebench.run.predictions import PredictionFile
 from asyncodebench.run.runfolder import container_key
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """The optional monitor model (`agents.monitor`): asked after the run, so not part of the settings record that
+    decides whether a run folder resumes."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    which: Literal["flagged", "all"] = "flagged"
+    retry_seconds: float = 600.0  # of one failing call, before the verdict is recorded as unreachable
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,7 @@ class RunConfig:
     overlays_url: str | None = None  # else fetched from here (None: $ASYNCODEBENCH_OVERLAYS_URL or upstream)
     images: Path | None = None  # an image map: rebuilt images to run instead of the rows' official ones
     settings: Settings = field(default_factory=Settings)
+    monitor: MonitorSettings | None = None  # a monitor model reads the flagged results after the run
 
     @property
     def run_dir(self) -> Path:

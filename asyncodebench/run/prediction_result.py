@@ -151,6 +151,8 @@ class Integrity:
     # {process, reason}: what a loaded machine could also have caused, left after a second run of the process
     # (`harness.checks.evidence_needs_review`); never scored, the result is only as good as its review
     needs_review: tuple[JsonObject, ...] = ()
+    # the monitor model's verdict (`agents.monitor`), None when no monitor read the prediction: shown, never scored
+    monitor: JsonObject | None = None
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `integrity` object, the skip rules' keys among its own."""
@@ -158,7 +160,8 @@ class Integrity:
                 "needs_review": [dict(n) for n in self.needs_review],
                 "audit": [dict(a) for a in self.audit], "skipped_or_xfailed": self.skipped_or_xfailed,
                 "total": self.total, "report_problem": self.report_problem, **self.skip_rules,
-                "review": self.review, "baseline": self.baseline}
+                "review": self.review, "baseline": self.baseline,
+                **({"monitor": self.monitor} if self.monitor is not None else {})}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Integrity:
@@ -169,7 +172,7 @@ class Integrity:
         return cls(value["violation"], tuple(value.get("tampering", ())), tuple(value.get("audit", ())),
                    value["skipped_or_xfailed"], value["total"], value["report_problem"], skip_rules,
                    value.get("review", {"count": 0, "flags": []}), value["baseline"],
-                   tuple(value.get("needs_review", ())))
+                   tuple(value.get("needs_review", ())), value.get("monitor"))
 
 
 @dataclass(frozen=True)
