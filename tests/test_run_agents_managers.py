@@ -40,6 +40,7 @@ from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import SCORING_FLAGS, EvalRun
 
 from asyncodebench.dataset.validation import validator
+from asyncodebench.scoring.provenance import Timeline, timeline_of
 
 pytestmark = pytest.mark.docker
 
@@ -225,3 +226,18 @@ def test_a_stale_consumer_finishes_first_and_the_manager_wakes_the_producer(mana
     limits = next(e for e in prediction["runner"]["events"] if e["event"] == "manager_started")["limits"]
     assert limits["interventions"] == 6 and limits["total"] == 20  # the row's 100 capped by --budget
     assert run_of(prediction, "manager")["usage"]["responses"] == 20
+
+
+def test_the_runner_chains_its_checkpoints_to_its_trajectories(manager_runs: dict[str, Any]) -> None:
+    """Each manager line's `runner.timeline` checks out against its own run folder (`recorded`); the combined file
+    evaluated above lies elsewhere, away from the trajectories, so there the same lines are `self_reported`."""
+    for run in manager_runs["runs"].values():
+        folder = Path(run["dir"])
+        for made in run["lines"]:
+            timeline = timeline_of(made["checkpoints"], False, made["runner"]["timeline"],
+                                   lambda path, folder=folder: (folder / path).read_bytes()
+                                   if (folder / path).is_file() else None)
+            assert timeline == Timeline("recorded"), timeline
+            assert len(made["runner"]["timeline"]) == len(made["checkpoints"])
+    for row in manager_runs["eval"].report["predictions"]:
+        assert row["timeline_source"] == "self_reported" and "not beside" in row["timeline_reason"], row

@@ -31,6 +31,7 @@ from asyncodebench.agents.adapter import INVALID_TERMINATIONS, AgentAdapter, Mod
 from asyncodebench.agents.team import Outcome, Scenario, budget
 from asyncodebench.files import write_atomic
 from asyncodebench.run import store
+from asyncodebench.scoring.provenance import chain
 
 SCENARIOS, PREDICTIONS, RECORD, SETTINGS = "scenarios", "predictions.jsonl", "prediction.json", "settings.json"
 INVALID, INVALID_ATTEMPTS = "invalid.json", "invalid-attempts"
@@ -84,7 +85,19 @@ def prediction(scenario: Scenario, outcome: Outcome, seconds: float, name: str, 
                    for m in outcome.merges],
         "events": outcome.events, "folder": str(folder.relative_to(run_dir)),
     }
+    if outcome.checkpoints is not None:  # its own timeline: chained to the trajectories (scoring.provenance)
+        line["runner"]["timeline"] = chain(outcome.checkpoints, _trajectory_files(outcome, run_dir))
     return line
+
+
+def _trajectory_files(outcome: Outcome, run_dir: Path) -> dict[str | None, list[tuple[str, bytes]]]:
+    """Each agent's trajectory files (every run of it), by the paths the line lists, with their bytes."""
+    files: dict[str | None, list[tuple[str, bytes]]] = {}
+    for agent in outcome.agents:
+        path = agent.run.to_record(run_dir)["trajectory"]
+        if path and (run_dir / path).is_file():
+            files.setdefault(agent.run.agent_id, []).append((path, (run_dir / path).read_bytes()))
+    return files
 
 
 def write_prediction(run_dir: Path, line: dict[str, Any]) -> None:

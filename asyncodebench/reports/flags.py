@@ -58,6 +58,10 @@ def row_flags(row: dict[str, Any]) -> list[Flag]:
     if row.get("trust_status") == "needs_review":
         found.append(Flag("needs review", False, "high-severity review flags or an open consistency question: "
                                                  "read the flagged code before publishing the score"))
+    if row.get("timeline_source") == "self_reported":
+        found.append(Flag("timeline self-reported", False,
+                          "DRS, DRE, CAIL and the SAD proxy rest on checkpoints nothing ties to a recorded run: "
+                          f"{row.get('timeline_reason') or ''}"))
     monitor = row.get("monitor")
     if monitor and monitor["suspicious"]:
         found.append(Flag("monitor: suspicious", False, monitor["why"]))

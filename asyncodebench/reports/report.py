@@ -175,6 +175,8 @@ def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
         **_skip_and_review_fields(result.get("integrity") or {}),
         "trust_status": trust_status_of_result(result),
         "monitor": _monitor_field((result.get("integrity") or {}).get("monitor")),
+        "timeline_source": (result.get("timeline") or {}).get("source"),
+        "timeline_reason": (result.get("timeline") or {}).get("reason") or None,
         "adpr": result["adpr"], "adpr_numerator": result["adpr_numerator"],
         "adpr_denominator": result["adpr_denominator"],
         **{k: metrics.get(k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean", "cail_penalized_mean",
@@ -227,6 +229,7 @@ def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any
         row["integrity_violations"] = sum(bool(r["integrity_violation"]) for r in evaluated)
         row["out_of_scope_edits"] = sum(bool(r["out_of_scope_paths"]) for r in evaluated)  # flagged, not penalized
         row["review_flagged"] = sum(bool(r["review_flag_count"]) for r in evaluated)  # shown, never scored
+        row["self_reported_timelines"] = sum(r.get("timeline_source") == "self_reported" for r in evaluated)
         row["trust"] = {status: sum(r.get("trust_status") == status for r in evaluated) for status in TRUST_STATUSES}
         if usage_rows is not None:
             row.update(summarize_usage([{"task_id": r["task_id"], **usage_rows.get(r["line"], {})} for r in members]))
@@ -470,6 +473,11 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{_fmt(row['mean_cail_penalized'], False, NA)} | {_fmt(row['mean_unresolved_dependencies'], False, NA)} | "
             f"{_rate(row, 'merge_conflict_rate')} | {_rate(row, 'scope_violation_rate')} |"
         )
+    self_reported = sum(row.get("self_reported_timelines", 0) for row in report["summary"])
+    if self_reported:
+        lines += ["", f"{self_reported} prediction(s) bring a self-reported timeline (their own checkpoints, not tied "
+                      "to a recorded run by the agent runner's hash chain): their DRS, DRE, CAIL and SAD proxy are the "
+                      "submitter's account, flagged `timeline self-reported` in their rows."]
     lines += usage_table(report["summary"])
     lines += ["", "## Predictions", "",
               "| line | model | protocol | task | outcome | passed | pass rate | ADPR | flags |",

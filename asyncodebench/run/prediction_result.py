@@ -243,13 +243,16 @@ class DependencyFacts:
     run_metrics: JsonObject  # `RunMetrics` as JSON, unmeasured values null
     trace: Mapping[str, Sequence[JsonObject]]  # per dependency, which probe group passed at which step
     not_measured: str | None = None
+    # where the checkpoint timeline comes from (`scoring.provenance.Timeline`); None: no multi-agent timeline
+    timeline: JsonObject | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The probe and dependency keys, at the top level of `result.json` (`metrics_not_measured` aside)."""
         return {"probes": {"mode": self.probe_mode, "statuses": dict(self.probe_statuses)},
                 "dependencies": [{"dependency_id": d, "integrated_pass": passed} for d, passed in self.integrated_pass],
                 "adpr": self.adpr, "adpr_numerator": self.adpr_numerator, "adpr_denominator": self.adpr_denominator,
-                "run_metrics": self.run_metrics, "dependency_trace": self.trace}
+                "run_metrics": self.run_metrics, "dependency_trace": self.trace,
+                **({"timeline": self.timeline} if self.timeline is not None else {})}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> DependencyFacts:
@@ -257,7 +260,7 @@ class DependencyFacts:
         return cls(value["probes"]["mode"], value["probes"]["statuses"],
                    tuple((d["dependency_id"], d["integrated_pass"]) for d in value["dependencies"]), value["adpr"],
                    value["adpr_numerator"], value["adpr_denominator"], value["run_metrics"],
-                   value["dependency_trace"], value.get("metrics_not_measured"))
+                   value["dependency_trace"], value.get("metrics_not_measured"), value.get("timeline"))
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,12 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from asyncodebench.dataset.protocols import INTEGRATED_PROTOCOLS, PROTOCOLS
 from asyncodebench.dataset.validation import validator
 from asyncodebench.run.prediction_result import MergeFacts, RunnerFacts
+from asyncodebench.scoring.provenance import Timeline, timeline_of
 
 CheckpointType = Literal["agent_artifact", "integration_after_merge", "manager_integration", "final_integrated"]
 WorkspaceKind = Literal["agent_workspace", "integrated_workspace"]
@@ -58,6 +59,8 @@ class Prediction:
     # the paths the agent runner says it dropped from the agents' patches (`runner.agents[].dropped`, a single
     # agent's edits outside its writable paths): shown with the prediction's flags, never scored
     runner_dropped: tuple[str, ...] = ()
+    # where its checkpoint timeline comes from (`scoring.provenance`); None: no multi-agent timeline
+    timeline: Timeline | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -117,7 +120,7 @@ def read_predictions(path: Path, known_tasks: dict[str, set[str]], default_proto
             # It names folders and report rows: undecodable bytes there would crash the run, not just this line.
             problems.append(LineProblem(line, "schema_error", "model_name_or_path is not valid UTF-8 text"))
         else:
-            problem = _admit(line, obj, known_tasks, default_protocol, seen, predictions)
+            problem = _admit(line, obj, known_tasks, default_protocol, seen, predictions, path.parent)
             if problem:
                 problems.append(problem)
     return PredictionFile(str(path), hashlib.sha256(raw).hexdigest(), tuple(predictions),
@@ -160,7 +163,8 @@ def _describe(error: Any) -> str:
 
 
 def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], default_protocol: str | None,
-           seen: dict[tuple[str, str, str, str], int], predictions: list[Prediction]) -> LineProblem | None:
+           seen: dict[tuple[str, str, str, str], int], predictions: list[Prediction],
+           folder: Path) -> LineProblem | None:
     task_id = obj.get("task_id") or obj["instance_id"]
     if task_id not in known_tasks:
         return LineProblem(line, "unknown_task", f"unknown task {task_id!r}; the dataset has {len(known_tasks)} tasks")
@@ -180,6 +184,8 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
         RunnerFacts.from_line(obj.get("runner")),
         tuple(dict.fromkeys(d["path"] for a in (obj.get("runner") or {}).get("agents") or ()
                             for d in a.get("dropped") or ())),
+        timeline_of(obj.get("checkpoints") or (), bool(obj.get("agent_patches")),
+                    (obj.get("runner") or {}).get("timeline"), _reader(folder)),
     )
     problem = _work_problem(prediction, known_tasks[task_id])
     if problem:
@@ -190,6 +196,20 @@ def _admit(line: int, obj: dict[str, Any], known_tasks: dict[str, set[str]], def
     seen[prediction.key] = line
     predictions.append(prediction)
     return None
+
+
+def _reader(folder: Path) -> Callable[[str], bytes | None]:
+    """Reads a file the line names by a path relative to the predictions file's folder, never outside it."""
+    root = folder.resolve()
+
+    def read(relative: str) -> bytes | None:
+        try:
+            path = (root / relative).resolve()
+            return path.read_bytes() if path.is_relative_to(root) and path.is_file() else None
+        except (OSError, ValueError):  # a name the filesystem refuses, a loop of links
+            return None
+
+    return read
 
 
 def _work_problem(prediction: Prediction, agents: set[str]) -> str | None:

@@ -8,8 +8,8 @@
   clears it.
 - `verified`: none of the above.
 
-Timelines are taken as recorded here: a result whose checkpoint timeline is only self-reported is not told apart
-yet (docs/evaluate.md says so).
+A self-reported checkpoint timeline (`scoring.provenance`) does not change the trust status: it labels the
+dependency metrics, not the score the tests gave.
 
 Derived from the `integrity` object alone, so a result written before trust statuses existed gets one when read
 (its review flags' severities come from their markers, `review_markers.severity_of`).
