@@ -31,6 +31,7 @@ from typing import Any
 
 from asyncodebench.agents.adapter import (
     AGENT_FINISH,
+    COST_LIMIT,
     EXECUTION_ERROR,
     ITERATION_LIMIT,
     STUCK_DETECTED,
@@ -85,7 +86,7 @@ class CliAgent:
         if agent.model.limits.agent_seconds:
             limit = min(limit, max(1, int(agent.model.limits.agent_seconds)))
         relay = ModelRelay(agent.model, budget, writer, inbox=agent.inbox, deadline=clock + limit,
-                           label=f"{agent.trajectory.parent.parent.name} {agent.agent_id}")
+                           label=f"{agent.trajectory.parent.parent.name} {agent.agent_id}", cost=agent.cost)
         try:
             ended = self._session(agent, workspace, relay, limit)
         except SandboxUnavailableError:
@@ -95,13 +96,13 @@ class CliAgent:
         usage = Usage(relay.usage.prompt_tokens, relay.usage.completion_tokens, relay.usage.responses,
                       round(time.monotonic() - clock, 3))
         run = AgentRun(agent.agent_id, reason, exit_status, reason == ITERATION_LIMIT, usage, started, now(),
-                       agent.trajectory, detail, relay.client.retries, relay.client.timeouts)
+                       agent.trajectory, detail, relay.client.retries, relay.client.timeouts, relay.client.cost_usd)
         writer.write("exit", exit_status=exit_status, content=ended.stderr[-4000:])
         writer.write("summary", agent=f"{self.name} {self.version}", termination_reason=reason,
                      exit_status=exit_status, iteration_cap_hit=run.iteration_cap_hit, detail=detail,
                      usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                             "total_tokens": usage.total_tokens, "responses": usage.responses,
-                            "seconds": usage.seconds})
+                            "seconds": usage.seconds, "cost_usd": run.cost_usd})
         writer.close()
         return run
 
@@ -125,6 +126,8 @@ class CliAgent:
             return EXECUTION_ERROR, "WorkspaceLost", ended.lost
         if relay.budget_spent:
             return ITERATION_LIMIT, "BudgetExhausted", ""
+        if relay.cost_refusals:
+            return COST_LIMIT, "CostLimitReached", relay.cost_refusals[-1]
         if ended.exec_code in (124, 137) and ended.agent_code is None:
             return WALL_CLOCK_TIMEOUT, "TimeExceeded", f"the agent ran longer than its limit of {limit} s"
         status = f"exit {ended.agent_code}"
