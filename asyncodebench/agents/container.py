@@ -325,6 +325,14 @@ class AgentWorkspace:
             self.on_recovery(recovery)
         return recovery
 
+    def recover_full_process_table(self) -> Recovery | None:
+        """For an agent that runs its own commands (`cli_agent`): when the container's process counter is at its
+        limit, end every process (the agent's own too) and record it; None when it is not full."""
+        if not self._process_table_full():
+            return None
+        self.exhausted_commands += 1
+        return self._recover(PROCESS_LIMIT)
+
     def _process_table_full(self) -> bool:
         return _full(*self._pids())
 

@@ -64,6 +64,12 @@ class ModelRelay:
         # the manager messages shown so far: (their place in the agent's message list, the message)
         self._shown: list[tuple[int, dict[str, str]]] = []
 
+    def restart(self, note: str) -> None:
+        """The agent is started again with a new conversation: record why, and read its history from the start."""
+        with self.lock:
+            self._seen, self._last, self._shown = 0, None, []
+            self.writer.write("restart", content=note)
+
     @property
     def budget_spent(self) -> bool:
         """Whether the agent asked for more than its budget (the relay refused at least once for it)."""

@@ -1,6 +1,7 @@
-"""An agent that fills its workspace's disk is recovered and still scored on its in-scope work, and cost caps end
-an agent as the model's spending: scripts/run_agents.py with the scripted model server (which reports usage), the
-real agent loop and real containers (one module fixture, three runs of the demo task):
+"""An agent that fills its workspace's disk, or an in-container agent that fills its process table, is recovered
+and still scored on its in-scope work, and cost caps end an agent as the model's spending: scripts/run_agents.py
+with the scripted model server (which reports usage), the real agent loops and real containers (one module fixture,
+four runs of the demo task):
 
 - `scripted-disk` (`single`, a 64 MB work tree and a 64 MB /tmp, evaluated): the agent fills the work tree with a
   scratch file outside its writable paths (the write fails: the runner measures the disk, removes the file and
@@ -12,6 +13,10 @@ real agent loop and real containers (one module fixture, three runs of the demo 
   first response costs more than its cap, so each ends after it as `cost_limit`, with its cost recorded.
 - `scripted-scenario-cost` (the same with only `--max-scenario-cost 1`): the first specialist's response uses the
   scenario's cap; it ends after it, and the second makes no call at all. Both are valid endings, never invalid.
+- `scripted-cli-forkbomb` (`single`, `--agent shell-cli`, a process limit of 64, evaluated): the in-container
+  agent starts a fork bomb that outlives its command; its next command cannot fork (the agent fails with it, or
+  reports the failed fork to its model). Every process of the container is ended, the agent started again with a
+  note, and it writes the gold edits: solved.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ DISK: dict[str, list[Any]] = {f"{SINGLE}/single_agent": [
 STEPS = [f"echo step {n}" for n in range(1, 6)] + [SUBMIT]
 COST: dict[str, list[Any]] = {f"{SERIAL}/core_agent": STEPS, f"{SERIAL}/api_agent": STEPS}
 PRICES = {"prompt_per_million": 1_000_000, "completion_per_million": 1_000_000}  # $1 a token: any response > $1
+# Detached from the command's output, so the command returns while its children fork up to the limit and stay.
+FORK_BOMB = "(bomb() { bomb & bomb & wait; }; bomb) >/dev/null 2>&1 </dev/null &"
+FILLED = "sleep 3; echo waited"  # by then the bomb holds every free process slot
+CLI: dict[str, list[Any]] = {f"{SINGLE}/single_agent": [FORK_BOMB, FILLED, apply(demo_patch("gold")), SUBMIT]}
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +59,13 @@ def runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
     out = tmp_path_factory.mktemp("disk-and-cost")
     prices = out / "prices.json"
     prices.write_text(json.dumps({"scripted": PRICES}))
-    disk = {"scripted-disk": scripted_run(out, "scripted-disk", DISK, demo_dataset.path, "--scenarios", SINGLE,
-                                          "--workspace-size", "64m", "--tmp-size", "64m")}
-    done = evaluated_runs(disk, out, demo_dataset.path, evaluate, "disk-eval")
+    scored_runs = {
+        "scripted-disk": scripted_run(out, "scripted-disk", DISK, demo_dataset.path, "--scenarios", SINGLE,
+                                      "--workspace-size", "64m", "--tmp-size", "64m"),
+        "scripted-cli-forkbomb": scripted_run(out, "scripted-cli-forkbomb", CLI, demo_dataset.path, "--scenarios",
+                                              SINGLE, "--agent", "shell-cli", "--pids", "64",
+                                              "--command-timeout", "60")}
+    done = evaluated_runs(scored_runs, out, demo_dataset.path, evaluate, "exhausted-eval")
     for name, cap in (("scripted-agent-cost", "--max-cost"), ("scripted-scenario-cost", "--max-scenario-cost")):
         done["runs"][name] = scripted_run(out, name, COST, demo_dataset.path, "--scenarios", SERIAL,
                                           "--prices", str(prices), cap, "1")
@@ -133,3 +146,29 @@ def test_a_scenario_over_its_cost_cap_stops_every_agent(runs: dict[str, Any]) ->
     assert agents["api_agent"]["cost_usd"] == 0
     assert prediction["usage"]["cost_usd"] == pytest.approx(priced(agents["core_agent"]))
     assert prediction["runner"]["model"]["cost"]["max_scenario_usd"] == 1.0
+
+
+def test_an_in_container_agent_whose_process_table_fills_is_restarted_and_solves(runs: dict[str, Any]) -> None:
+    prediction = line(runs, "scripted-cli-forkbomb", "single")
+    assert prediction["runner"]["agent"]["name"] == "shell-cli"
+    assert touched_paths(prediction["model_patch"]).paths == touched_paths(demo_patch("gold")).paths
+    (agent,) = prediction["runner"]["agents"]
+    assert agent["termination_reason"] == "agent_finish"
+    (recovery,) = agent["recoveries"]
+    assert recovery["cause"] == "process_limit" and agent["exhausted_commands"] == 1
+    assert ("workspace_recovered", "single_agent") in [(e["event"], e.get("agent_id"))
+                                                       for e in prediction["runner"]["events"]]
+    row = scored(runs, "scripted-cli-forkbomb", "single")
+    assert (row["patch_status"], row["final_success"]) == ("applied", True)
+    assert runs["runs"]["scripted-cli-forkbomb"]["containers_left"] == []
+
+
+def test_the_restarted_agent_is_told_why(runs: dict[str, Any]) -> None:
+    (agent,) = line(runs, "scripted-cli-forkbomb", "single")["runner"]["agents"]
+    path = Path(runs["runs"]["scripted-cli-forkbomb"]["dir"]) / agent["trajectory"]
+    lines = [json.loads(t) for t in path.read_text().splitlines()]
+    (restart,) = [n for n, t in enumerate(lines) if t["type"] == "restart"]
+    told = [t for t in lines[restart:] if t["type"] == "message" and t.get("role") == "user"]
+    assert told and "your previous session in this workspace was ended" in told[0]["content"]
+    responses = [t for t in lines[restart:] if t["type"] == "response"]
+    assert responses[0]["commands"] == [apply(demo_patch("gold"))]
