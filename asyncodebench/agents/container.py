@@ -262,27 +262,32 @@ class AgentWorkspace:
             self.exhausted_commands += 1
             return replace(done, output=done.output + AFTER_NOTE)
         if disk_space.mentions_no_space(done.output):
-            freed = self._free_disk(remove_tree_scratch=True)
+            freed = self._free_disk(self.writable)
             if freed is not None:
                 self.exhausted_commands += 1
                 return replace(done, output=done.output + _disk_note(freed))
         return done
 
-    def _free_disk(self, remove_tree_scratch: bool) -> Recovery | None:
-        """When a filesystem the agent writes is full, remove its scratch there (`disk_space`; the work tree's only
-        with `remove_tree_scratch` and the writable paths known) and record it; None when nothing was full."""
+    def _free_disk(self, scope: tuple[str, ...] | None) -> Recovery | None:
+        """When a filesystem the agent writes is full, remove its scratch there (`disk_space`; in the work tree the
+        untracked files outside `scope`, none when it is None) and record it; None when nothing was full, or the
+        container could not be measured (a command cannot start in it: the process limit's recovery is for that,
+        and an agent's own text must not make it a daemon failure)."""
         folders = (self.workdir, disk_space.TMP_DIR)
-        full = [s.folder for s in disk_space.measure(self.box, self.interpreter, folders) if s.full]
+        try:
+            full = [s.folder for s in disk_space.measure(self.box, self.interpreter, folders) if s.full]
+        except SandboxUnavailableError:
+            return None
         if not full:
             return None
         paths: list[str] = []
-        if self.workdir in full and remove_tree_scratch and self.writable is not None:
+        if self.workdir in full and scope is not None:
             git = shlex.join(["git", *GIT_SAFETY])
             if self._git(f"{git} ls-files --others --exclude-standard -z > {UNTRACKED_FILE}") is None:
                 listed = self.box.read_file(UNTRACKED_FILE, PATCH_CAP_BYTES)
                 if listed is not None and listed is not OVERSIZED:
                     names = [p.decode("utf-8", errors="surrogateescape") for p in listed.split(b"\0") if p]
-                    paths = [p for p in names if outside_scope((p,), self.writable)]
+                    paths = [p for p in names if outside_scope((p,), scope)]
         removed = disk_space.remove_scratch(self.box, self.interpreter, self.workdir, paths,
                                             disk_space.TMP_DIR in full)
         still = [s.folder for s in disk_space.measure(self.box, self.interpreter, folders) if s.full]
@@ -363,7 +368,7 @@ class AgentWorkspace:
         self.box.end_processes()
         # A full tree would fail git's writes: a single agent's scratch outside its paths goes (it is dropped
         # anyway); a specialist's stays, as its scope violation (it can no longer be told).
-        self._free_disk(remove_tree_scratch=keep_in_scope_only)
+        self._free_disk(writable if keep_in_scope_only else None)
         read = self._read_patch(writable, keep_in_scope_only)
         removed = tuple(d for d in self.removed if d.path not in {k.path for k in read.dropped})
         if not removed:
