@@ -37,6 +37,7 @@ kept failing: the scenarios it hit are not finished, or invalid; rerun to resume
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,17 @@ from asyncodebench import cli
 from asyncodebench.agents.adapter import DEFAULT_AGENT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, DEFAULT_RETRY_SECONDS
 from asyncodebench.agents.registry import AGENTS, DEFAULT_AGENT
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
+
+
+def dollars(text: str) -> float:
+    """An amount of US dollars above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount: give US dollars, such as 3 or 0.5") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an amount above 0, such as 3 or 0.5")
+    return value
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -83,11 +95,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="most tokens of one model response (default: the endpoint's)")
     parser.add_argument("--seed", type=int, default=None,
                         help="sampling seed sent with every model request, for endpoints that honour it")
+    parser.add_argument("--prices", type=Path, default=None, metavar="FILE",
+                        help="JSON price table, model name (as --model gives it) -> {\"prompt_per_million\": USD, "
+                             "\"completion_per_million\": USD}: each response is priced from the usage the endpoint "
+                             "reports, and every prediction records its cost")
+    parser.add_argument("--max-cost", type=dollars, default=None, metavar="USD",
+                        help="with --prices: the most one agent run (the manager's included) may spend; then it "
+                             "ends as cost_limit (valid: the model's spending)")
+    parser.add_argument("--max-scenario-cost", type=dollars, default=None, metavar="USD",
+                        help="with --prices: the most one scenario's agents and manager may spend together; then "
+                             "each ends as cost_limit at its next model call")
     parser.add_argument("--command-timeout", type=cli.positive_int, default=300,
                         help="seconds one agent command may run in the container")
     parser.add_argument("--memory", type=cli.memory_size, default="4g", help="container memory limit, no swap")
     parser.add_argument("--cpus", type=cli.cpus, default=1.0, help="CPUs each container may use")
     parser.add_argument("--pids", type=cli.pids, default=512, help="container process limit")
+    parser.add_argument("--workspace-size", type=cli.memory_size, default="4g",
+                        help="size of the agent's work tree (a tmpfs; its pages count against --memory)")
+    parser.add_argument("--tmp-size", type=cli.memory_size, default="1g",
+                        help="size of the agent's private /tmp and HOME (a tmpfs; its pages count against --memory)")
     parser.add_argument("--max-workers", type=cli.positive_int, default=1, help="scenarios run at the same time")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="local: scenarios run on this machine's Docker; ray: each scenario a task on a node of a "
@@ -108,6 +134,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--scripts {args.scripts} is not a file")
     if args.model == "scripted" and args.base_url:
         parser.error("--model scripted starts its own server; leave out --base-url")
+    if (args.max_cost is not None or args.max_scenario_cost is not None) and args.prices is None:
+        parser.error("--max-cost and --max-scenario-cost need --prices FILE (what a response costs)")
+    if args.prices is not None and not args.prices.is_file():
+        parser.error(f"--prices {args.prices} is not a file")
     if args.agent_seconds < 0:
         parser.error("--agent-seconds takes a number of seconds, or 0 for no limit")
     if args.ray_address is not None and args.executor != "ray":
@@ -149,7 +179,8 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     import dataclasses
     import hashlib
 
-    from asyncodebench.agents.adapter import CallLimits, ModelEndpoint
+    from asyncodebench.agents.adapter import CallLimits, CostLimits, ModelEndpoint
+    from asyncodebench.agents.cost import PriceTableError, load_prices
     from asyncodebench.agents.preflight import PreflightError, check_endpoint
     from asyncodebench.agents.registry import make_adapter
     from asyncodebench.agents.runfolder import SettingsChangedError, check_settings
@@ -165,13 +196,22 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
     problem = cli.writable_folder_problem(args.output_dir)
     if problem:
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, f"--output-dir: {problem}")
-    settings = Settings(limits=Limits(args.memory, args.cpus, args.pids))
+    settings = Settings(limits=Limits(args.memory, args.cpus, args.pids, workspace=args.workspace_size,
+                                      tmp=args.tmp_size))
     adapter = make_adapter(args.agent)
     scripted = scripts is not None
     limits = CallLimits(args.request_timeout, args.endpoint_retry_seconds, args.agent_seconds or None)
-    sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
+    sampling: dict[str, Any] = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
+    cost = CostLimits()
+    if args.prices is not None:
+        try:
+            prices = load_prices(args.prices, args.model)
+        except PriceTableError as exc:
+            raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
+        cost = CostLimits(*prices, args.max_cost, args.max_scenario_cost)
+    options = {**sampling, "cost": cost}  # the endpoint's sampling and prices, for the scripted server's too
     endpoint = ModelEndpoint(args.model, args.base_url, args.api_key_env or ("OPENAI_API_KEY" if args.base_url
-                                                                             else None), limits, **sampling)
+                                                                             else None), limits, **options)
     if not scripted:  # before anything is written: a configuration that cannot work stops here
         try:
             found = check_endpoint(endpoint)
@@ -185,6 +225,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
         "command_timeout_seconds": args.command_timeout, "agent_seconds": limits.agent_seconds,
         "limits": dataclasses.asdict(settings.limits),
         "sampling": endpoint.sampling() or None,  # None when none is given: folders from before it still resume
+        **({"cost": dataclasses.asdict(cost)} if cost.priced else {}),  # likewise
         "scripts_sha256": hashlib.sha256(args.scripts.read_bytes()).hexdigest() if scripted else None,
     }
     specs = {s.spec.task_id: s.spec for s in scenarios}
@@ -202,7 +243,7 @@ def run(args: argparse.Namespace, published: Any, scenarios: list[Any], scripts:
             try:
                 with server as running:
                     if running is not None:  # the scripted server
-                        endpoint = ModelEndpoint("scripted", running.base_url, None, limits, **sampling)
+                        endpoint = ModelEndpoint("scripted", running.base_url, None, limits, **options)
                     config = RunnerConfig(run_dir, key, args.name or args.model, adapter, endpoint, scripted,
                                           args.budget, args.command_timeout, settings, args.max_workers,
                                           args.executor, args.ray_address, args.pull)

@@ -15,26 +15,22 @@ No assertion depends on how fast anything runs: the replies take at least their 
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers.agent_runs import line, scored
+from helpers.agent_runs import evaluated_runs, line, scored, scripted_run
 from helpers.agent_scripts import (
     DEMO_TASK,
     SUBMIT,
     apply,
     demo_patch,
     manager_reply,
-    run_agents,
     waiting,
-    write_scripts,
 )
 from helpers.checkout import DEMO_DIR, PROTOCOLS_FILE
-from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
-from helpers.demo_run import SCORING_FLAGS, EvalRun
+from helpers.demo_run import EvalRun
 
 pytestmark = pytest.mark.docker
 
@@ -83,21 +79,9 @@ def manager_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
     out = tmp_path_factory.mktemp("manager-limits")
     datasets = {"scripted-refusal": (REFUSAL, demo_dataset.path),
                 "scripted-slow-manager": (SLOW, slow_manager_dataset(demo_dataset, out))}
-    runs, lines = {}, []
-    for name, (scripts, dataset) in datasets.items():
-        run_id = f"{name}-{secrets.token_hex(3)}"
-        done = run_agents(write_scripts(out / f"{name}.json", scripts), dataset, out, run_id, "--name", name,
-                          "--scenarios", ONLINE)
-        assert done.returncode == 0, done.stderr[-3000:]
-        predictions = out / run_id / "predictions.jsonl"
-        runs[name] = {"dir": out / run_id, "containers_left": run_containers(run_id),
-                      "lines": [json.loads(text) for text in predictions.read_text().splitlines()]}
-        lines += predictions.read_text().splitlines()
-    combined = out / "all.jsonl"
-    combined.write_text("\n".join(lines) + "\n")
-    evaluated = evaluate(combined, demo_dataset.path, *SCORING_FLAGS, run_id=f"limits-eval-{secrets.token_hex(3)}")
-    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    return {"runs": runs, "eval": evaluated}
+    runs = {name: scripted_run(out, name, scripts, dataset, "--scenarios", ONLINE)
+            for name, (scripts, dataset) in datasets.items()}
+    return evaluated_runs(runs, out, demo_dataset.path, evaluate, "limits-eval")
 
 
 def events_of(prediction: dict[str, Any], name: str) -> list[dict[str, Any]]:

@@ -15,16 +15,14 @@ evaluate.py on the predictions (one module fixture, the demo task's `single` sce
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from helpers.agent_runs import line, scored
-from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch, run_agents, write_scripts
-from helpers.containers import run_containers
+from helpers.agent_runs import evaluated_runs, line, scored, scripted_run
+from helpers.agent_scripts import DEMO_TASK, SUBMIT, apply, demo_patch
 from helpers.dataset_folders import DemoDataset
-from helpers.demo_run import SCORING_FLAGS, EvalRun
+from helpers.demo_run import EvalRun
 
 from asyncodebench.scoring.patches import touched_paths
 
@@ -50,22 +48,10 @@ RUNS: dict[str, dict[str, list[Any]]] = {
 def recovery_runs(demo_dataset: DemoDataset, evaluate: Callable[..., EvalRun],
                   tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("recovery-runs")
-    runs, lines = {}, []
-    for name, scripts in RUNS.items():
-        run_id = f"{name}-{secrets.token_hex(3)}"
-        done = run_agents(write_scripts(out / f"{name}.json", scripts), demo_dataset.path, out, run_id,
-                          "--name", name, "--scenarios", f"{DEMO_TASK}/single", "--pids", str(PIDS),
-                          "--command-timeout", "60", *FLAGS[name])
-        assert done.returncode == 0, done.stderr[-3000:]
-        predictions = out / run_id / "predictions.jsonl"
-        runs[name] = {"dir": out / run_id, "containers_left": run_containers(run_id), "stderr": done.stderr,
-                      "lines": [json.loads(text) for text in predictions.read_text().splitlines()]}
-        lines += predictions.read_text().splitlines()
-    combined = out / "all.jsonl"
-    combined.write_text("\n".join(lines) + "\n")
-    evaluated = evaluate(combined, demo_dataset.path, *SCORING_FLAGS, run_id=f"recovery-eval-{secrets.token_hex(3)}")
-    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    return {"runs": runs, "eval": evaluated}
+    runs = {name: scripted_run(out, name, scripts, demo_dataset.path, "--scenarios", f"{DEMO_TASK}/single",
+                               "--pids", str(PIDS), "--command-timeout", "60", *FLAGS[name])
+            for name, scripts in RUNS.items()}
+    return evaluated_runs(runs, out, demo_dataset.path, evaluate, "recovery-eval")
 
 
 def observations(runs: dict[str, Any], name: str) -> list[dict[str, Any]]:

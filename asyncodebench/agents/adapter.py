@@ -25,6 +25,7 @@ AGENT_FINISH, ITERATION_LIMIT, STUCK_DETECTED, ADAPTER_COMPLETED = (
     "agent_finish", "iteration_limit", "stuck_detected", "adapter_completed")
 CONTEXT_WINDOW_ERROR, PROVIDER_ERROR, WALL_CLOCK_TIMEOUT, EXECUTION_ERROR = (
     "context_window_error", "provider_or_transport_error", "wall_clock_timeout", "execution_error")
+COST_LIMIT = "cost_limit"  # the agent's or the scenario's cost cap was reached: valid, the model's spending
 
 
 # What invalidates a scenario (METRICS section 9): an agent or the manager ended because its model could not be used.
@@ -47,16 +48,41 @@ class CallLimits:
 
 
 @dataclass(frozen=True)
+class CostLimits:
+    """What model responses cost and the caps on it (`cost.py` applies them): the prices, in US dollars per million
+    prompt and completion tokens (None: not priced, no cap possible), the cap of one agent run (the manager's
+    included) and of one scenario's calls in all (None: none)."""
+
+    prompt_per_million: float | None = None
+    completion_per_million: float | None = None
+    max_agent_usd: float | None = None
+    max_scenario_usd: float | None = None
+
+    @property
+    def priced(self) -> bool:
+        """Whether responses are priced (a price table was given)."""
+        return self.prompt_per_million is not None and self.completion_per_million is not None
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The cost of a response's tokens (0 when not priced)."""
+        if not self.priced:
+            return 0.0
+        return (prompt_tokens * (self.prompt_per_million or 0.0)
+                + completion_tokens * (self.completion_per_million or 0.0)) / 1e6
+
+
+@dataclass(frozen=True)
 class ModelEndpoint:
     """Which model an agent asks, and where: `name` as the endpoint knows it; `base_url` of an OpenAI-compatible
     endpoint (None: `name` is a litellm id such as `anthropic/...`, reached with its provider's usual key);
     `api_key_env`: the environment variable holding the key (never the key itself, which stays out of records);
-    the sampling parameters sent with every request (None: the endpoint's own default)."""
+    the sampling parameters sent with every request (None: the endpoint's own default); the prices and cost caps."""
 
     name: str
     base_url: str | None = None
     api_key_env: str | None = None
     limits: CallLimits = CallLimits()
+    cost: CostLimits = CostLimits()
     temperature: float | None = None
     max_tokens: int | None = None
     seed: int | None = None
@@ -94,6 +120,7 @@ class AgentSpec:
     model: ModelEndpoint
     trajectory: Path  # where the adapter writes the agent's trajectory (JSONL, one line per message)
     inbox: Inbox | None = None  # messages for the agent while it runs (manager protocols); None: none will come
+    cost: Any = None  # its `cost.AgentCost` (checked and counted by its model client); None: not priced
 
 
 INBOX_HEADER = "<message from your team's manager>"  # how every adapter shows the agent a manager's message
@@ -166,7 +193,8 @@ class Usage:
 class AgentRun:
     """How one agent's run ended. `termination_reason` is one of the constants above; `exit_status` is the
     adapter's own word for it; `detail` says more when the run failed; `retries` and `timeouts` count the model
-    calls' waits before another attempt and attempts that got no answer in time (`model_client.ModelClient`)."""
+    calls' waits before another attempt and attempts that got no answer in time (`model_client.ModelClient`), and
+    `cost_usd` what its responses cost."""
 
     agent_id: str
     termination_reason: str
@@ -179,6 +207,7 @@ class AgentRun:
     detail: str = ""
     retries: int = 0
     timeouts: int = 0
+    cost_usd: float | None = None  # what its responses cost at the run's prices (None: no price table)
 
     def to_record(self, relative_to: Path) -> dict[str, Any]:
         """The run as the scenario record keeps it, the trajectory as a path relative to the run folder."""

@@ -16,6 +16,13 @@ word, as mini-swe-agent's submit is). A model call the endpoint failed for good 
 unreachable, timed out, 5xx, a refused key) makes the run `provider_or_transport_error`, invalid, whatever the agent
 did next; an answer to a request the agent shaped itself (400: bad parameters, a prompt over the context window)
 counts against the agent (`execution_error`), so an agent cannot make itself an infrastructure error.
+
+An agent that fills its container's process table (a fork bomb left running) cannot start its next command, and
+the agent's own process usually fails with it. When the agent asks the model after a command whose output says a
+fork failed, or its process tree ends without finishing, and the container's process counter is at its limit, every
+process of the container is ended (the agent's too: nothing else can end a bomb without a new process), recorded as
+a recovery, and the agent started again in the same tree, its instruction ending with a note that says so; its budget
+and time go on (at most MAX_RESTARTS times).
 """
 
 from __future__ import annotations
@@ -27,10 +34,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 from asyncodebench.agents.adapter import (
     AGENT_FINISH,
+    COST_LIMIT,
     EXECUTION_ERROR,
     ITERATION_LIMIT,
     STUCK_DETECTED,
@@ -41,7 +49,13 @@ from asyncodebench.agents.adapter import (
     Workspace,
     now,
 )
-from asyncodebench.agents.container import AGENT_ENV, DROP_PRIVILEGES, KILL_GRACE_SECONDS, AgentWorkspace
+from asyncodebench.agents.container import (
+    AGENT_ENV,
+    DROP_PRIVILEGES,
+    FORK_FAILED,
+    KILL_GRACE_SECONDS,
+    AgentWorkspace,
+)
 from asyncodebench.agents.model_client import BAD_REQUEST, CONTEXT_WINDOW, TOOLS_UNSUPPORTED
 from asyncodebench.agents.relay import ModelRelay
 from asyncodebench.agents.trajectory import TrajectoryWriter
@@ -54,6 +68,12 @@ STDERR_TAIL_BYTES = 64 << 10
 # The run's wall-clock limit: per model response, one command's limit and this much for the model call.
 MODEL_CALL_SLACK_SECONDS, START_SLACK_SECONDS = 120, 300
 AGENT_SHAPED = frozenset({BAD_REQUEST, CONTEXT_WINDOW, TOOLS_UNSUPPORTED})  # failures the agent's request caused
+MAX_RESTARTS = 3
+OUTPUT_SCAN_CHARS = 20_000  # of a request's last message searched for a failed fork
+RESTART_NOTE = ("\n\n(Note: your previous session in this workspace was ended: its process limit was full, "
+                "most likely processes you left running. Every process was ended and you were started again; the "
+                "files you changed are still there, `git status` and `git diff` show them. Do not start processes "
+                "that outlive your commands.)")
 
 
 @dataclass
@@ -85,9 +105,17 @@ class CliAgent:
         if agent.model.limits.agent_seconds:
             limit = min(limit, max(1, int(agent.model.limits.agent_seconds)))
         relay = ModelRelay(agent.model, budget, writer, inbox=agent.inbox, deadline=clock + limit,
-                           label=f"{agent.trajectory.parent.parent.name} {agent.agent_id}")
+                           label=f"{agent.trajectory.parent.parent.name} {agent.agent_id}", cost=agent.cost)
+        instruction, restarts = agent.instruction, 0
         try:
-            ended = self._session(agent, workspace, relay, limit)
+            while True:
+                left = max(1, int(limit - (time.monotonic() - clock)))
+                ended = self._session(agent, workspace, relay, left, instruction)
+                if restarts >= MAX_RESTARTS or not self._recovered(ended, workspace, relay):
+                    break
+                restarts += 1
+                instruction = agent.instruction + RESTART_NOTE
+                relay.restart(RESTART_NOTE.strip())
         except SandboxUnavailableError:
             writer.close()
             raise
@@ -95,21 +123,30 @@ class CliAgent:
         usage = Usage(relay.usage.prompt_tokens, relay.usage.completion_tokens, relay.usage.responses,
                       round(time.monotonic() - clock, 3))
         run = AgentRun(agent.agent_id, reason, exit_status, reason == ITERATION_LIMIT, usage, started, now(),
-                       agent.trajectory, detail, relay.client.retries, relay.client.timeouts)
+                       agent.trajectory, detail, relay.client.retries, relay.client.timeouts, relay.client.cost_usd)
         writer.write("exit", exit_status=exit_status, content=ended.stderr[-4000:])
         writer.write("summary", agent=f"{self.name} {self.version}", termination_reason=reason,
                      exit_status=exit_status, iteration_cap_hit=run.iteration_cap_hit, detail=detail,
                      usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                             "total_tokens": usage.total_tokens, "responses": usage.responses,
-                            "seconds": usage.seconds})
+                            "seconds": usage.seconds, "cost_usd": run.cost_usd})
         writer.close()
         return run
 
-    def _session(self, agent: AgentSpec, workspace: AgentWorkspace, relay: ModelRelay, limit: int) -> Ended:
+    def _recovered(self, ended: Ended, workspace: AgentWorkspace, relay: ModelRelay) -> bool:
+        """Whether the session ended on a full process table that is now emptied (the agent may start again)."""
+        if ended.recovered:
+            return True
+        if ended.lost or ended.agent_code == 0 or relay.budget_spent or relay.cost_refusals:
+            return False
+        return workspace.recover_full_process_table() is not None
+
+    def _session(self, agent: AgentSpec, workspace: AgentWorkspace, relay: ModelRelay, limit: int,
+                 instruction: str) -> Ended:
         box = workspace.box
         files = {f"agent/{name}": data for name, data in self.files.items()}
         files["agent/relay_bridge.py"] = _incontainer("relay_bridge.py")
-        files["agent/instruction.md"] = agent.instruction.encode()
+        files["agent/instruction.md"] = instruction.encode()
         box.write_files(files, IO_DIR)
         values = {"python": workspace.interpreter, "dir": AGENT_DIR, "instruction": INSTRUCTION,
                   "command_timeout": str(int(workspace.command_timeout))}
@@ -117,7 +154,8 @@ class CliAgent:
                               *(part.format(**values) for part in self.argv)])
         argv = ["timeout", "-k", str(KILL_GRACE_SECONDS), str(limit), workspace.interpreter, "-I", "-c",
                 DROP_PRIVILEGES, command]
-        return attach(box, argv, workspace.workdir, limit + KILL_GRACE_SECONDS + WATCHDOG_MARGIN_SECONDS, relay)
+        return attach(box, argv, workspace.workdir, limit + KILL_GRACE_SECONDS + WATCHDOG_MARGIN_SECONDS, relay,
+                      lambda body: _fork_failed(body) and workspace.recover_full_process_table() is not None)
 
     def _verdict(self, ended: Ended, relay: ModelRelay, limit: int) -> tuple[str, str, str]:
         """(termination reason, exit status, detail), the trusted facts first."""
@@ -125,6 +163,8 @@ class CliAgent:
             return EXECUTION_ERROR, "WorkspaceLost", ended.lost
         if relay.budget_spent:
             return ITERATION_LIMIT, "BudgetExhausted", ""
+        if relay.cost_refusals:
+            return COST_LIMIT, "CostLimitReached", relay.cost_refusals[-1]
         if ended.exec_code in (124, 137) and ended.agent_code is None:
             return WALL_CLOCK_TIMEOUT, "TimeExceeded", f"the agent ran longer than its limit of {limit} s"
         status = f"exit {ended.agent_code}"
@@ -141,17 +181,22 @@ class CliAgent:
 @dataclass
 class Ended:
     """How the agent's process tree ended: the agent's exit code as the bridge reported it (None: never reported),
-    the exec's own exit code, the tail of the agent's stderr, and why the container was lost (empty: it was not)."""
+    the exec's own exit code, the tail of the agent's stderr, why the container was lost (empty: it was not), and
+    whether it ended because its full process table was emptied (the agent's process with it)."""
 
     agent_code: int | None = None
     exec_code: int | None = None
     stderr: str = ""
     lost: str = ""
+    recovered: bool = False
 
 
-def attach(box: Any, argv: list[str], workdir: str, watchdog_seconds: float, relay: ModelRelay) -> Ended:
+def attach(box: Any, argv: list[str], workdir: str, watchdog_seconds: float, relay: ModelRelay,
+           exhausted: Callable[[Any], bool] | None = None) -> Ended:
     """Run `argv` in the container with its stdin and stdout as the bridge's channel, answering each request line
-    with `relay`, until the process ends.
+    with `relay`, until the process ends. `exhausted(body)`, asked before each request is answered, says the
+    container's processes were all ended because the request showed it exhausted: the request is left unanswered
+    and the session ends.
 
     Raises:
         SandboxUnavailableError: the daemon failed while the container was still running.
@@ -184,7 +229,7 @@ def attach(box: Any, argv: list[str], workdir: str, watchdog_seconds: float, rel
             pending += data
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
-                _answer(line, relay, raw, ended)
+                _answer(line, relay, raw, ended, exhausted)
             if len(pending) > MAX_LINE_BYTES:
                 pending = b""  # not a frame the bridge writes: the agent's doing, dropped
         raw.close()
@@ -202,9 +247,10 @@ def attach(box: Any, argv: list[str], workdir: str, watchdog_seconds: float, rel
     return ended
 
 
-def _answer(line: bytes, relay: ModelRelay, raw: Any, ended: Ended) -> None:
-    """Handle one line of the bridge: a request (answered on its stdin) or the agent's exit; anything else is
-    dropped (only the agent could have written it)."""
+def _answer(line: bytes, relay: ModelRelay, raw: Any, ended: Ended,
+            exhausted: Callable[[Any], bool] | None = None) -> None:
+    """Handle one line of the bridge: a request (answered on its stdin, unless `exhausted` ended the container's
+    processes) or the agent's exit; anything else is dropped (only the agent could have written it)."""
     try:
         frame = json.loads(line)
     except ValueError:
@@ -215,6 +261,11 @@ def _answer(line: bytes, relay: ModelRelay, raw: Any, ended: Ended) -> None:
         ended.agent_code = frame["code"]
     elif frame.get("kind") == "request":
         body = frame.get("body")
+        if ended.recovered:
+            return  # the processes were ended: the bridge is gone
+        if exhausted is not None and exhausted(body):
+            ended.recovered = True
+            return
         status, answer = relay.handle(str(frame.get("method")), str(frame.get("path")),
                                       body.encode() if isinstance(body, str) else b"")
         reply = {"id": frame.get("id"), "status": status, "body": json.dumps(answer)}
@@ -222,6 +273,17 @@ def _answer(line: bytes, relay: ModelRelay, raw: Any, ended: Ended) -> None:
             raw.sendall(json.dumps(reply).encode() + b"\n")
         except OSError:  # the bridge is gone; its end is read next
             pass
+
+
+def _fork_failed(body: Any) -> bool:
+    """Whether a request's last message (the agent's report of its last command) says a fork failed."""
+    try:
+        messages = json.loads(body).get("messages") if isinstance(body, str) else None
+    except (ValueError, AttributeError):
+        return False
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    content = last.get("content") if isinstance(last, dict) else None
+    return isinstance(content, str) and FORK_FAILED in content[-OUTPUT_SCAN_CHARS:]
 
 
 def _running(box: Any) -> bool:

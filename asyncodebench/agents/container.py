@@ -19,6 +19,14 @@ failed, while the container's process counter is at its limit also ends every pr
 note. Each recovery is recorded (`Recovery`); a command that cannot start even in the emptied container means the
 workspace is lost.
 
+A full disk (the work tree's tmpfs or the agent's /tmp, whose size limits are the run's) is found the same way: a
+command whose output says a write failed for want of space has the container's filesystems measured, and a full one
+has the agent's scratch removed (`disk_space`: untracked files outside its writable paths, everything under /tmp),
+the agent told at the end of the command's output, the removed paths recorded (and, in the work tree, listed as
+dropped from its patch). Before its patch is read, a single agent's full tree loses its scratch the same way, so
+git can read the in-scope work. Each command whose result came from an exhausted container (and was not run again)
+is counted: the budget spent against it.
+
 On a task with a native build (`spec.build`), the workspace gets what each evaluated state gets
 (`harness.build_tree.StateBuildTree`): a copy-on-write overlay of the image's build tree, writable here, whose
 changes go to a tmpfs bounded by the run's `build_space`, mounted at the task's build folder. The agent runs the
@@ -36,6 +44,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
+from asyncodebench.agents import disk_space
 from asyncodebench.agents.adapter import CommandResult, now
 from asyncodebench.harness.build_tree import StateBuildTree
 from asyncodebench.harness.evaluation import Workbench
@@ -50,6 +59,7 @@ DIFF_FILE = f"{IO_DIR}/agent.diff"
 CHANGED_FILE = f"{IO_DIR}/agent.changed"  # `git diff --name-status -z` of everything the agent changed
 DROP_LIST = f"{IO_DIR}/agent.dropped"  # the paths taken out of a single agent's patch, NUL-separated
 OUTSIDE_REASON = "outside the writable paths"
+UNTRACKED_FILE = f"{IO_DIR}/agent.untracked"  # `git ls-files --others --exclude-standard -z` when the disk is full
 STARTED_FILE = f"{IO_DIR}/command.started"  # the number of the last command that started (root's folder)
 NOT_STARTED_CODES = (125, 126, 127)  # timeout's, or docker exec's, own failures (an agent's command may give them)
 # Notes that the command started (its number, argv[2], when given: the in-container agents of cli_agent.py start
@@ -102,24 +112,37 @@ def native_build_access(bench: Workbench) -> NativeBuildAccess | None:
 
 @dataclass(frozen=True)
 class Recovery:
-    """A time every process of the agent's container was ended because a command could not start (it was then run
-    again) or failed with the container's process counter at its limit: which command (1-based), why
-    (`process_limit` when the counter was at its limit, else `not_started`), the counter as the daemon gave it,
-    and when."""
+    """A time the agent's container was exhausted and made usable again: every process ended because a command
+    could not start (it was then run again) or failed with the container's process counter at its limit, or the
+    agent's scratch files removed because a filesystem it writes was full. Which command (1-based; the number of
+    commands run so far when found as the patch was read), why (`process_limit` when the counter was at its limit,
+    `not_started`, `disk_full`), the counter as the daemon gave it, when, and for a full disk the folders found full,
+    the paths removed (work-tree paths relative, /tmp's absolute) and the folders still full after it."""
 
     command_index: int
     cause: str
     pids: int | None
     pids_limit: int | None
     at: str
+    full: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    still_full: tuple[str, ...] = ()
 
     def to_record(self) -> dict[str, Any]:
         """The recovery as the runner's record keeps it."""
-        return {"command_index": self.command_index, "cause": self.cause, "pids": self.pids,
-                "pids_limit": self.pids_limit, "at": self.at}
+        record: dict[str, Any] = {"command_index": self.command_index, "cause": self.cause, "pids": self.pids,
+                                  "pids_limit": self.pids_limit, "at": self.at}
+        if self.cause == DISK_FULL:
+            record.update(full=list(self.full), removed=list(self.removed[:REMOVED_KEPT]),
+                          removed_count=len(self.removed), still_full=list(self.still_full))
+        return record
 
 
-PROCESS_LIMIT = "process_limit"
+PROCESS_LIMIT, DISK_FULL = "process_limit", "disk_full"
+REMOVED_KEPT = 200  # removed paths named in a recovery's record (all are counted)
+REMOVED_REASON = "removed when the agent's workspace disk was full (scratch outside the writable paths)"
+DISK_NOTE = ("\n(after this command your workspace's disk was full ({full}); your scratch files were removed: "
+             "{what}{left}; run the command again if it failed for want of space)")
 # A counter this close to its limit is full (a tenth of it, at least 2): a bomb's shells retry their forks with
 # growing pauses, so a few slots may be free for a while when the counter is read.
 PIDS_HEADROOM = 2
@@ -130,6 +153,21 @@ AFTER_NOTE = ("\n(after this command your workspace's process limit was full; ev
               "background ones included, was ended: run the command again if it failed for want of a process)")
 RECOVERY_NOTE = ("(a new process could not start in your workspace: {why}; every process of the workspace, "
                  "background ones included, was ended, and your command was then run)\n")
+
+
+def _disk_note(recovery: Recovery) -> str:
+    tree = [p for p in recovery.removed if not p.startswith("/")]
+    tmp = len(recovery.removed) - len(tree)
+    parts = []
+    if tree:
+        shown = ", ".join(tree[:20]) + (f" and {len(tree) - 20} more" if len(tree) > 20 else "")
+        parts.append(f"{len(tree)} file(s) outside your writable paths ({shown})")
+    if tmp:
+        parts.append(f"{tmp} entr(ies) under /tmp and your HOME")
+    left = f"; still full: {', '.join(recovery.still_full)} (what fills it is yours to remove)" \
+        if recovery.still_full else ""
+    return DISK_NOTE.format(full=", ".join(recovery.full), what="; ".join(parts) or "nothing could be removed",
+                            left=left)
 
 
 def _full(pids: int | None, pids_limit: int | None) -> bool:
@@ -185,6 +223,9 @@ class AgentWorkspace:
         self.build = build
         self.commands = 0  # commands run so far
         self.recoveries: list[Recovery] = []
+        self.exhausted_commands = 0  # commands whose result came from an exhausted container (not run again)
+        self.writable: tuple[str, ...] | None = None  # the agent's writable paths (None: no work-tree file removed)
+        self.removed: list[Dropped] = []  # work-tree scratch removed when the disk was full
         self.on_recovery: Callable[[Recovery], None] | None = None  # told of each recovery as it happens
 
     @property
@@ -218,8 +259,44 @@ class AgentWorkspace:
             return replace(done, output=RECOVERY_NOTE.format(why=why) + done.output)
         if (done.exit_code != 0 or FORK_FAILED in done.output) and self._process_table_full():  # no room to fork
             self._recover(PROCESS_LIMIT)
+            self.exhausted_commands += 1
             return replace(done, output=done.output + AFTER_NOTE)
+        if disk_space.mentions_no_space(done.output):
+            freed = self._free_disk(self.writable)
+            if freed is not None:
+                self.exhausted_commands += 1
+                return replace(done, output=done.output + _disk_note(freed))
         return done
+
+    def _free_disk(self, scope: tuple[str, ...] | None) -> Recovery | None:
+        """When a filesystem the agent writes is full, remove its scratch there (`disk_space`; in the work tree the
+        untracked files outside `scope`, none when it is None) and record it; None when nothing was full, or the
+        container could not be measured (a command cannot start in it: the process limit's recovery is for that,
+        and an agent's own text must not make it a daemon failure)."""
+        folders = (self.workdir, disk_space.TMP_DIR)
+        try:
+            full = [s.folder for s in disk_space.measure(self.box, self.interpreter, folders) if s.full]
+        except SandboxUnavailableError:
+            return None
+        if not full:
+            return None
+        paths: list[str] = []
+        if self.workdir in full and scope is not None:
+            git = shlex.join(["git", *GIT_SAFETY])
+            if self._git(f"{git} ls-files --others --exclude-standard -z > {UNTRACKED_FILE}") is None:
+                listed = self.box.read_file(UNTRACKED_FILE, PATCH_CAP_BYTES)
+                if listed is not None and listed is not OVERSIZED:
+                    names = [p.decode("utf-8", errors="surrogateescape") for p in listed.split(b"\0") if p]
+                    paths = [p for p in names if outside_scope((p,), scope)]
+        removed = disk_space.remove_scratch(self.box, self.interpreter, self.workdir, paths,
+                                            disk_space.TMP_DIR in full)
+        still = [s.folder for s in disk_space.measure(self.box, self.interpreter, folders) if s.full]
+        self.removed += [Dropped(p, REMOVED_REASON) for p in removed if not p.startswith("/")]
+        recovery = Recovery(self.commands, DISK_FULL, None, None, now(), tuple(full), tuple(removed), tuple(still))
+        self.recoveries.append(recovery)
+        if self.on_recovery is not None:
+            self.on_recovery(recovery)
+        return recovery
 
     def _run(self, command: str, limit: int) -> CommandResult | None:
         """The command's result, or None when it never started."""
@@ -253,6 +330,14 @@ class AgentWorkspace:
             self.on_recovery(recovery)
         return recovery
 
+    def recover_full_process_table(self) -> Recovery | None:
+        """For an agent that runs its own commands (`cli_agent`): when the container's process counter is at its
+        limit, end every process (the agent's own too) and record it; None when it is not full."""
+        if not self._process_table_full():
+            return None
+        self.exhausted_commands += 1
+        return self._recover(PROCESS_LIMIT)
+
     def _process_table_full(self) -> bool:
         return _full(*self._pids())
 
@@ -281,6 +366,17 @@ class AgentWorkspace:
         if not self._running():
             raise WorkspaceLostError(self._lost())
         self.box.end_processes()
+        # A full tree would fail git's writes: a single agent's scratch outside its paths goes (it is dropped
+        # anyway); a specialist's stays, as its scope violation (it can no longer be told).
+        self._free_disk(writable if keep_in_scope_only else None)
+        read = self._read_patch(writable, keep_in_scope_only)
+        removed = tuple(d for d in self.removed if d.path not in {k.path for k in read.dropped})
+        if not removed:
+            return read
+        outside = tuple(dict.fromkeys((*read.out_of_scope, *(d.path for d in removed))))
+        return replace(read, out_of_scope=outside, dropped=(*read.dropped, *removed))
+
+    def _read_patch(self, writable: tuple[str, ...], keep_in_scope_only: bool) -> WorkspacePatch:
         git = shlex.join(["git", *GIT_SAFETY])
         excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in TRANSIENT)
         # The build tree is taken out of the index again rather than excluded by pathspec: git refuses a pathspec

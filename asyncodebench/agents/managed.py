@@ -120,7 +120,8 @@ class Session:
         self.events.add("manager_started", limits=limits.to_record())
         self.manager = Manager(ctx.endpoint(MANAGER_ID), limits, self.team,
                                manager_system(scenario.spec, scenario.task_row, scenario.row),
-                               ctx.folder / "trajectories" / f"{MANAGER_ID}.jsonl", self.events.add)
+                               ctx.folder / "trajectories" / f"{MANAGER_ID}.jsonl", self.events.add,
+                               cost=ctx.cost.agent() if ctx.cost is not None else None)
         self.agents: list[AgentOutcome] = []
 
     def brief(self) -> dict[str, tuple[str, ...]]:

@@ -33,6 +33,7 @@ from asyncodebench.agents.adapter import (
     Usage,
     now,
 )
+from asyncodebench.agents.cost import AgentCost, CostLimitReached
 from asyncodebench.agents.model_client import EndpointError, ModelClient
 from asyncodebench.agents.trajectory import TrajectoryWriter
 
@@ -254,12 +255,13 @@ class Manager:
 
     def __init__(self, endpoint: ModelEndpoint, limits: ManagerLimits, team: Team, system: str, trajectory: Path,
                  record: Callable[..., None], ask: Complete | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, cost: AgentCost | None = None) -> None:
         self.endpoint, self.limits, self.team, self.trajectory = endpoint, limits, team, trajectory
         self.clock_of = clock
         self.active_seconds = 0.0  # spent deciding, over all events
         self.writer = TrajectoryWriter(trajectory)
-        self.client = ModelClient(endpoint, f"{trajectory.parent.parent.name} {MANAGER_ID}", self.writer.write)
+        self.client = ModelClient(endpoint, f"{trajectory.parent.parent.name} {MANAGER_ID}", self.writer.write,
+                                  cost=cost)
         self.record = record
         self.ask: Complete = ask or (lambda _endpoint, messages: complete(self.client, messages))
         self.messages = [{"role": "system", "content": system}]
@@ -288,6 +290,9 @@ class Manager:
                 content, prompt_tokens, completion_tokens = self.ask(self.endpoint, self.messages)
             except EndpointError as exc:
                 self._stop(exc.termination_reason, f"{type(exc).__name__}: {str(exc)[-2000:]}")
+                return []
+            except CostLimitReached as exc:  # the model's spending: the manager stops, the specialists go on
+                self._stop(exc.termination_reason, str(exc), "manager_cost_exhausted")
                 return []
             except Exception as exc:  # an injected `ask` may raise anything; the manager stops
                 self._stop(PROVIDER_ERROR, f"{type(exc).__name__}: {str(exc)[-2000:]}")
@@ -354,9 +359,10 @@ class Manager:
                           active_seconds=round(self.active_seconds, 3),
                           usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                                  "total_tokens": usage.total_tokens, "responses": usage.responses,
-                                 "seconds": usage.seconds},
+                                 "seconds": usage.seconds, "cost_usd": self.client.cost_usd},
                           model_calls={"retries": self.client.retries, "timeouts": self.client.timeouts,
                                        "limits": asdict(self.endpoint.limits)})
         self.writer.close()
         return AgentRun(MANAGER_ID, reason, reason, reason == ITERATION_LIMIT, usage, self.started_at, now(),
-                        self.trajectory, self.detail, self.client.retries, self.client.timeouts)
+                        self.trajectory, self.detail, self.client.retries, self.client.timeouts,
+                        self.client.cost_usd)

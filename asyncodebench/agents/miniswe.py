@@ -45,6 +45,7 @@ from asyncodebench.agents.adapter import (  # noqa: E402
     now,
 )
 from asyncodebench.agents.container import WorkspaceLostError  # noqa: E402
+from asyncodebench.agents.cost import CostLimitReached  # noqa: E402
 from asyncodebench.agents.model_client import EndpointError, ModelClient  # noqa: E402
 from asyncodebench.agents.trajectory import OUTPUT_CHARS, TrajectoryWriter  # noqa: E402
 from asyncodebench.harness.sandbox import SandboxUnavailableError  # noqa: E402
@@ -222,7 +223,7 @@ class MiniSweAgent:
         started, clock = now(), time.monotonic()
         seconds = agent.model.limits.agent_seconds
         client = ModelClient(agent.model, f"{agent.trajectory.parent.parent.name} {agent.agent_id}", writer.write,
-                             clock + seconds if seconds else None)
+                             clock + seconds if seconds else None, cost=agent.cost)
         loop = RecordingAgent(writer, endpoint_model(agent.model, client), ContainerEnvironment(workspace),
                               system_template=SYSTEM_TEMPLATE, instance_template=INSTANCE_TEMPLATE,
                               step_limit=budget, cost_limit=0, max_consecutive_format_errors=self.max_format_errors,
@@ -235,6 +236,8 @@ class MiniSweAgent:
             raise
         except EndpointError as exc:
             exit_status, reason, detail = type(exc).__name__, exc.termination_reason, str(exc)[-2000:]
+        except CostLimitReached as exc:  # the model's spending: a valid ending, as the response budget's is
+            exit_status, reason, detail = type(exc).__name__, exc.termination_reason, str(exc)
         except litellm.exceptions.ContextWindowExceededError as exc:
             exit_status, reason, detail = type(exc).__name__, CONTEXT_WINDOW_ERROR, str(exc)
         except WorkspaceLostError as exc:
@@ -245,12 +248,12 @@ class MiniSweAgent:
         usage = Usage(loop.usage.prompt_tokens, loop.usage.completion_tokens, loop.usage.responses,
                       round(time.monotonic() - clock, 3))
         run = AgentRun(agent.agent_id, reason, exit_status, reason == ITERATION_LIMIT, usage, started, now(),
-                       agent.trajectory, detail, client.retries, client.timeouts)
+                       agent.trajectory, detail, client.retries, client.timeouts, client.cost_usd)
         writer.write("summary", agent=f"{self.name} {self.version}", termination_reason=reason,
                      exit_status=exit_status, iteration_cap_hit=run.iteration_cap_hit, detail=detail,
                      usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                             "total_tokens": usage.total_tokens, "responses": usage.responses,
-                            "seconds": usage.seconds},
+                            "seconds": usage.seconds, "cost_usd": run.cost_usd},
                      model_calls={"retries": client.retries, "timeouts": client.timeouts,
                                   "limits": asdict(agent.model.limits)})
         writer.close()

@@ -11,6 +11,9 @@ support, a prompt longer than the context window) ends the call at once. Either 
 `EndpointError`, whose `termination_reason` is `context_window_error` or `provider_or_transport_error` (METRICS
 section 9: invalid, the scenario is not a result), or `wall_clock_timeout` when the agent's clock ran out.
 
+With a cost account (`cost.AgentCost`), each call first checks its caps (`cost.CostLimitReached`: the agent's
+spending, never the endpoint's failure) and counts the answer's reported usage at the run's prices.
+
 Every retry and every timeout is passed to `record` (the agent's trajectory writes it), so a trajectory shows what
 the endpoint did as well as what the model said.
 """
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from asyncodebench.agents.adapter import CONTEXT_WINDOW_ERROR, PROVIDER_ERROR, WALL_CLOCK_TIMEOUT, ModelEndpoint
+from asyncodebench.agents.cost import AgentCost
 
 MAX_ANSWER_BYTES = 64 << 20
 MESSAGE_CHARS = 2000  # of an endpoint's error message kept in records
@@ -210,13 +214,16 @@ class ModelClient:
     """Asks one endpoint for one agent: `label` names the agent in stderr lines, `record(kind, **fields)` (the
     trajectory's writer) receives each `retry` and `timeout`, `deadline` (a `time.monotonic()` value, None: none)
     is when the agent's wall clock runs out, and failure kinds in `give_up_on` are not retried (the preflight gives
-    up on a refused connection at once). `transport`, `sleep` and `clock` are replaceable for tests."""
+    up on a refused connection at once), `cost` the agent's cost account (None: not priced). `transport`, `sleep`
+    and `clock` are replaceable for tests."""
 
     def __init__(self, endpoint: ModelEndpoint, label: str, record: Callable[..., None] | None = None,
                  deadline: float | None = None, give_up_on: frozenset[str] = frozenset(),
                  transport: Transport | None = None, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, announce: Callable[[str], None] = say) -> None:
+                 clock: Callable[[], float] = time.monotonic, announce: Callable[[str], None] = say,
+                 cost: AgentCost | None = None) -> None:
         self.endpoint, self.label, self.deadline, self.give_up_on = endpoint, label, deadline, give_up_on
+        self.cost = cost
         self.record = record or (lambda kind, **fields: None)
         self.transport = transport or transport_for(endpoint)
         self.sleep, self.clock, self.announce = sleep, clock, announce
@@ -228,7 +235,21 @@ class ModelClient:
 
         Raises:
             EndpointError: the call failed for good (see the module docstring).
+            CostLimitReached: a cost cap is reached; no request was made.
         """
+        if self.cost is not None:
+            self.cost.check()
+        answer = self._complete(request)
+        if self.cost is not None:
+            self.cost.add(answer.get("usage"))
+        return answer
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What this client's answers cost (None: not priced)."""
+        return None if self.cost is None else round(self.cost.spent, 6)
+
+    def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
         limits = self.endpoint.limits
         first_failed: float | None = None  # when the first failed attempt started: the retry window's start
         attempt = 0

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from asyncodebench.agents.adapter import INBOX_HEADER, Inbox, ModelEndpoint, Usage
+from asyncodebench.agents.cost import CostLimitReached
 from asyncodebench.agents.model_client import EndpointError, ModelClient
 from asyncodebench.agents.trajectory import OUTPUT_CHARS, TrajectoryWriter
 
@@ -39,16 +40,17 @@ MAX_ERROR_LINES = 50
 PARAMETERS = frozenset({
     "tools", "tool_choice", "parallel_tool_calls", "temperature", "top_p", "max_tokens", "max_completion_tokens",
     "stop", "seed", "response_format", "frequency_penalty", "presence_penalty", "reasoning_effort"})
-BUDGET_EXHAUSTED, TOO_MANY_ERRORS = "budget_exhausted", "too_many_errors"
+BUDGET_EXHAUSTED, TOO_MANY_ERRORS, COST_EXHAUSTED = "budget_exhausted", "too_many_errors", "cost_limit"
 
 
 class ModelRelay:
     """Serves one agent run: `handle(method, path, body)` answers one request as (HTTP status, JSON object)."""
 
     def __init__(self, endpoint: ModelEndpoint, budget: int, writer: TrajectoryWriter, inbox: Inbox | None = None,
-                 deadline: float | None = None, label: str = "") -> None:
+                 deadline: float | None = None, label: str = "", cost: Any = None) -> None:
         self.endpoint, self.budget, self.writer, self.inbox = endpoint, budget, writer, inbox
-        self.client = ModelClient(endpoint, label or endpoint.name, writer.write, deadline)
+        self.client = ModelClient(endpoint, label or endpoint.name, writer.write, deadline, cost=cost)
+        self.cost_refusals: list[str] = []  # requests refused because a cost cap was reached (why)
         self.failures: list[EndpointError] = []  # model calls that failed for good (after the client's retries)
         self.usage = Usage()
         self.budget_refusals = 0  # requests refused because the budget was spent
@@ -61,6 +63,12 @@ class ModelRelay:
         self._last: tuple[Any, ...] | None = None  # the last response given, to skip the agent's echo of it
         # the manager messages shown so far: (their place in the agent's message list, the message)
         self._shown: list[tuple[int, dict[str, str]]] = []
+
+    def restart(self, note: str) -> None:
+        """The agent is started again with a new conversation: record why, and read its history from the start."""
+        with self.lock:
+            self._seen, self._last, self._shown = 0, None, []
+            self.writer.write("restart", content=note)
 
     @property
     def budget_spent(self) -> bool:
@@ -97,7 +105,11 @@ class ModelRelay:
         forwarded["messages"] = self._with_inbox(request["messages"])
         forwarded.update(self.endpoint.sampling())  # the run's sampling parameters, whatever the agent asked
         started = time.monotonic()
-        status, answer = self._forward(forwarded)
+        try:
+            status, answer = self._forward(forwarded)
+        except CostLimitReached as exc:  # the agent's spending: refused, as a spent budget is
+            self.cost_refusals.append(str(exc))
+            return self._error(429, COST_EXHAUSTED, f"{exc}: stop now, your work is collected as it is")
         seconds = round(time.monotonic() - started, 4)
         if status != 200:
             message = str((answer.get("error") or {}).get("message", answer))[:2000] if isinstance(

@@ -66,6 +66,9 @@ def prediction(scenario: Scenario, outcome: Outcome, seconds: float, name: str, 
     line["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                      "total_tokens": usage.total_tokens, "model_calls": usage.responses, "runtime_seconds": seconds,
                      "agent_seconds": usage.seconds}
+    costs = [a.run.cost_usd for a in outcome.agents if a.run.cost_usd is not None]
+    if costs:  # priced (--prices): what the scenario's responses cost
+        line["usage"]["cost_usd"] = round(sum(costs), 6)
     # the report links each agent's trajectory: paths relative to predictions.jsonl, which is in the run folder
     line["trajectories"] = [a.run.to_record(run_dir)["trajectory"] for a in outcome.agents]
     invalid = [{"agent_id": a.run.agent_id, "termination_reason": a.run.termination_reason,
@@ -80,7 +83,8 @@ def prediction(scenario: Scenario, outcome: Outcome, seconds: float, name: str, 
         "agents": [{**a.run.to_record(run_dir), "out_of_scope": list(a.out_of_scope),
                     "patch_problem": a.patch_problem, "container": a.container,
                     "dropped": [{"path": d.path, "reason": d.reason} for d in a.dropped],
-                    "recoveries": [r.to_record() for r in a.recoveries]} for a in outcome.agents],
+                    "recoveries": [r.to_record() for r in a.recoveries],
+                    "exhausted_commands": a.exhausted_commands} for a in outcome.agents],
         "merges": [{k: v for k, v in asdict(m).items() if k not in ("agent_state", "integrated_state")}
                    for m in outcome.merges],
         "events": outcome.events, "folder": str(folder.relative_to(run_dir)),

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from asyncodebench.agents import runfolder
 from asyncodebench.agents.adapter import AgentAdapter, ModelEndpoint
+from asyncodebench.agents.cost import ScenarioCost
 from asyncodebench.agents.protocols import run_scenario
 from asyncodebench.agents.team import Context, Scenario
 from asyncodebench.harness.evaluation import Settings, Workbench
@@ -60,7 +61,8 @@ def run_one(client: Any, config: RunnerConfig, scenario: Scenario, overlays: dic
     bench = Workbench.open(client, scenario.spec, config.container_key, config.settings, overlays)
     scenario_id = scenario.row["scenario_id"]
     ctx = Context(bench, config.adapter, endpoint_for(config, scenario), config.budget, config.command_timeout, folder,
-                  lambda text: print(f"{scenario_id}: {text}", file=sys.stderr, flush=True))
+                  lambda text: print(f"{scenario_id}: {text}", file=sys.stderr, flush=True),
+                  ScenarioCost(config.endpoint.cost) if config.endpoint.cost.priced else None)
     outcome, seconds = run_scenario(ctx, scenario)
     line = runfolder.prediction(scenario, outcome, seconds, config.name, config.adapter, config.endpoint,
                                 config.budget, config.run_dir)

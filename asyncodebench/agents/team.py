@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from asyncodebench.agents.adapter import AgentAdapter, AgentRun, AgentSpec, Inbox, ModelEndpoint, now
 from asyncodebench.agents.container import Dropped, Recovery, WorkspaceLostError, WorkspacePatch, agent_workspace
+from asyncodebench.agents.cost import ScenarioCost
 from asyncodebench.agents.prompts import Handoff, instruction
 from asyncodebench.agents.scope import out_of_scope
 from asyncodebench.files import write_atomic
@@ -40,8 +41,9 @@ class Scenario:
 @dataclass(frozen=True)
 class Context:
     """How a scenario's agents run: the task's workbench, the agent adapter, each agent's model endpoint, the
-    budget override (None: the row's), the per-command time limit, the scenario's folder, and where a line on each
-    agent's start and end goes (the run's progress; None: nowhere)."""
+    budget override (None: the row's), the per-command time limit, the scenario's folder, where a line on each
+    agent's start and end goes (the run's progress; None: nowhere), and the scenario's spending (None: not
+    priced)."""
 
     bench: Workbench
     adapter: AgentAdapter
@@ -50,14 +52,15 @@ class Context:
     command_timeout: float
     folder: Path
     progress: Callable[[str], None] | None = None
+    cost: ScenarioCost | None = None
 
 
 @dataclass(frozen=True)
 class AgentOutcome:
     """One agent's run and its artifact: what it changed (text, as `patch_text` keeps bytes; a single agent's
     without the paths outside its writable paths), the changed paths outside its writable paths, why the artifact
-    could not be read, if it could not, the times its container was emptied (`container.Recovery`) and the paths
-    dropped from its patch, with why."""
+    could not be read, if it could not, the times its container was made usable again (`container.Recovery`), the
+    paths dropped from its patch, with why, and the commands spent against an exhausted container."""
 
     run: AgentRun
     patch: str
@@ -66,6 +69,7 @@ class AgentOutcome:
     container: str
     recoveries: tuple[Recovery, ...] = ()
     dropped: tuple[Dropped, ...] = ()
+    exhausted_commands: int = 0  # commands whose result came from an exhausted container (container.AgentWorkspace)
 
 
 @dataclass
@@ -115,10 +119,12 @@ def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], star
     writable = tuple(assignment["writable_paths"])
     spec = AgentSpec(agent_id, assignment["role"], writable,
                      instruction(scenario.spec, scenario.task_row, scenario.row, assignment, handoffs, messages),
-                     ctx.endpoint(agent_id), ctx.folder / "trajectories" / f"{label}.jsonl", inbox)
+                     ctx.endpoint(agent_id), ctx.folder / "trajectories" / f"{label}.jsonl", inbox,
+                     ctx.cost.agent() if ctx.cost is not None else None)
     with agent_workspace(ctx.bench, start, ctx.command_timeout) as workspace:
         events.add("agent_started", agent_id=agent_id, container=workspace.container_name, run=label)
         _say(ctx, f"{label} started in {workspace.container_name}")
+        workspace.writable = writable
         workspace.on_recovery = lambda r: events.add("workspace_recovered", agent_id=agent_id, run=label,
                                                      command_index=r.command_index, cause=r.cause)
         try:
@@ -139,7 +145,7 @@ def run_agent(ctx: Context, scenario: Scenario, assignment: dict[str, Any], star
     events.add("agent_artifact", agent_id=agent_id, changed_paths=list(touched_paths(patch).paths),
                out_of_scope=list(outside), patch_problem=read.problem)
     return AgentOutcome(run, patch, outside, read.problem, workspace.container_name, tuple(workspace.recoveries),
-                        read.dropped)
+                        read.dropped, workspace.exhausted_commands)
 
 
 def _say(ctx: Context, text: str) -> None:
