@@ -1,0 +1,89 @@
+"""Checks of a timeline.html page loaded in headless Chromium: it fetched nothing and raised nothing, it fits its
+viewport (the lanes scroll in their own box) and reads (helpers/page_checks.py), and its numbers are the result's.
+Shared by the synthetic tests (tests/test_timeline.py) and the agents runs' (tests/test_run_agents*.py)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from helpers import page_checks
+from helpers.checkout import ROOT
+
+ARTIFACTS = ROOT / "build" / "test-artifacts"
+WIDTHS = ((1280, 800), (390, 844))
+
+
+@contextmanager
+def opened(browser: Any, path: Path, viewport: tuple[int, int] = (1280, 800),
+           javascript: bool = True) -> Iterator[Any]:
+    """The loaded page; on leaving, no console error, no uncaught exception and no request but the page's own."""
+    context = browser.new_context(java_script_enabled=javascript,
+                                  viewport={"width": viewport[0], "height": viewport[1]})
+    page = context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    url = path.resolve().as_uri()
+    page.goto(url, wait_until="load")
+    try:
+        yield page
+        assert errors == []
+        assert requests == [url], "the page fetched something besides itself"
+    finally:
+        context.close()
+
+
+def assert_fits_and_reads(page: Any, name: str) -> None:
+    """No sideways scroll of the page (the lanes scroll inside their box), and with every <details> open:
+    captions, text alternatives, named scroll boxes, text of 10 px or more, contrast of 4.5:1 or more."""
+    width = page_checks.page_width(page)
+    assert width["scroll"] <= width["viewport"], (width, page_checks.widest(page))
+    box = page.locator("#picture .scroll")
+    assert box.evaluate("b => b.clientWidth <= window.innerWidth")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name))
+    page_checks.open_all_details(page)
+    found = {check: items for check, items in page_checks.problems(page).items() if items}
+    assert found == {}
+
+
+def probe_table(page: Any) -> dict[str, dict[str, str]]:
+    """The dependency points table as text: id -> U, D, DRS, CAIL, final."""
+    rows = page.eval_on_selector_all("#probe-table tbody tr",
+                                     "rows => rows.map(r => Array.from(r.cells).map(c => c.textContent.trim()))")
+    return {r[0]: {"U": r[2], "D": r[3], "DRS": r[4], "CAIL": r[5], "final": r[6]} for r in rows}
+
+
+def _cell(value: Any, missing: str) -> str:
+    return missing if value is None else str(value)
+
+
+def assert_probes_match(page: Any, result: dict[str, Any]) -> None:
+    """Each dependency point's row and its marks on the axis are the result's run_metrics: U, D, the DRS step (its
+    I mark), the CAIL gap (drawn when both U and D were observed) and resolved or not."""
+    table = probe_table(page)
+    metrics = result["run_metrics"]["dependencies"]
+    assert set(table) == {d["dependency_id"] for d in metrics}
+    for dep in metrics:
+        assert table[dep["dependency_id"]] == {
+            "U": _cell(dep["up"], "never"), "D": _cell(dep["down"], "never"), "DRS": _cell(dep["drs"], "never"),
+            "CAIL": _cell(dep["cail_raw"], "unresolved"), "final": "resolved" if dep["resolved"] else "unresolved"}
+    firsts = page.eval_on_selector_all("svg.tl circle.pi title", "ts => ts.map(t => t.textContent)")
+    assert sorted(firsts) == sorted(f"I first passed at step {d['drs']}" for d in metrics if d["drs"])
+    gaps = page.eval_on_selector_all("svg.tl line.cail title", "ts => ts.map(t => t.textContent)")
+    assert sorted(gaps) == sorted(f"CAIL gap: {d['cail_raw']} step(s) from producer to consumer" for d in metrics
+                                  if d["cail_raw"])
+    unresolved = page.locator("svg.tl text.unresolved").count()
+    assert unresolved == sum(not d["resolved"] for d in metrics)
+
+
+def lane_names(page: Any) -> list[str]:
+    return page.eval_on_selector_all("svg.tl text.lane title", "ts => ts.map(t => t.textContent)")
+
+
+def response_marks(page: Any) -> int:
+    return page.locator("svg.tl circle.mr").count()
