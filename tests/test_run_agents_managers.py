@@ -38,6 +38,7 @@ from helpers.agent_scripts import (
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import SCORING_FLAGS, EvalRun
+from helpers.timeline_checks import check_agent_run_pages
 
 from asyncodebench.dataset.validation import validator
 
@@ -225,3 +226,11 @@ def test_a_stale_consumer_finishes_first_and_the_manager_wakes_the_producer(mana
     limits = next(e for e in prediction["runner"]["events"] if e["event"] == "manager_started")["limits"]
     assert limits["interventions"] == 6 and limits["total"] == 20  # the row's 100 capped by --budget
     assert run_of(prediction, "manager")["usage"]["responses"] == 20
+
+
+def test_every_scenario_has_a_timeline_checked_against_its_result(manager_runs: dict[str, Any], browser: Any) -> None:
+    """Issue 32: each prediction's timeline.html shows, on one axis, every model response, the manager's actions,
+    the merges and each dependency point's first passing steps (held to the result's DRS and CAIL), and passes the
+    Chromium checks at 1280 and 390 px (helpers/timeline_checks.py)."""
+    runs = [run["dir"] for run in manager_runs["runs"].values()]
+    assert check_agent_run_pages(browser, manager_runs["eval"].run_dir, runs, "managers") == 4

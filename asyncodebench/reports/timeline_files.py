@@ -68,6 +68,22 @@ def _below(base: Path, name: Any) -> Path | None:
         return None
 
 
+def _made_by(agents_run: Path, line: Mapping[str, Any]) -> bool:
+    """Whether an agents' run folder made this line: its scenario folder (`runner.folder`) keeps the same runner
+    record (two runs of one scenario have folders of the same name, and only their records tell them apart)."""
+    runner = line.get("runner")
+    folder = _below(agents_run, f"{runner.get('folder')}/prediction.json") if isinstance(runner, Mapping) else None
+    if folder is None and isinstance(runner, Mapping):
+        folder = _below(agents_run, f"{runner.get('folder')}/invalid.json")
+    if folder is None:
+        return False
+    try:
+        kept = json.loads(folder.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(kept, Mapping) and kept.get("runner") == runner
+
+
 def trajectories(line: Mapping[str, Any], predictions_dir: Path | None, agents_runs: Iterable[Path],
                  page_dir: Path, run_dir: Path) -> tuple[list[tuple[str, str | None, list[Mapping[str, Any]],
                                                                 str | None]], list[str]]:
@@ -75,7 +91,7 @@ def trajectories(line: Mapping[str, Any], predictions_dir: Path | None, agents_r
     given), with a link from the page; and the names that were found nowhere."""
     names = line.get("trajectories")
     found, lost = [], []
-    bases = ([predictions_dir] if predictions_dir else []) + list(agents_runs)
+    bases = ([predictions_dir] if predictions_dir else []) + [run for run in agents_runs if _made_by(run, line)]
     for name in (names if isinstance(names, list) else [])[:TRAJECTORIES_LISTED]:
         path = next((p for base in bases if (p := _below(base, name))), None)
         label = PurePosixPath(str(name)).stem

@@ -87,3 +87,48 @@ def lane_names(page: Any) -> list[str]:
 
 def response_marks(page: Any) -> int:
     return page.locator("svg.tl circle.mr").count()
+
+
+def check_agent_run_pages(browser: Any, eval_dir: Path, agents_runs: list[Path], name: str) -> int:
+    """The timeline of every prediction of an evaluated agents run: evaluate.py wrote one into each prediction's
+    folder; scripts/show_run.py, told where the agents' run folders are, redraws them with the trajectories. Each
+    page shows every model response of the line (its `usage.model_calls`), a lane per agent and the manager, each
+    merge and manager action the runner recorded, and the result's DRS and CAIL numbers; it passes the Chromium
+    checks at both widths. The number of pages checked."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers.checkout import SCRIPTS, script_env
+
+    from asyncodebench.reports.htmlreport import prediction_folder
+    from asyncodebench.reports.timeline import ARROWS
+
+    report = json.loads((eval_dir / "report.json").read_text())
+    rows = report["predictions"]
+    for row in rows:  # evaluate.py's own pages: the concatenated predictions file names no reachable trajectory
+        assert "were not found beside its predictions file" in (eval_dir / prediction_folder(row) / "timeline.html"
+                                                                 ).read_text()
+    flags = [arg for run in agents_runs for arg in ("--agents-run", str(run))]
+    done = subprocess.run([sys.executable, str(SCRIPTS / "show_run.py"), str(eval_dir), *flags],
+                          capture_output=True, text=True, env=script_env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(done.stdout.split()) == len(rows)
+    lines = Path(report["run"]["predictions_file"]["path"]).read_text().splitlines()
+    for row in rows:
+        line = json.loads(lines[row["line"] - 1])
+        result = json.loads((eval_dir / prediction_folder(row) / "result.json").read_text())
+        page_file = eval_dir / prediction_folder(row) / "timeline.html"
+        agents = {a["agent_id"] for a in line["runner"]["agents"]}
+        with opened(browser, page_file) as page:
+            assert page.locator("#missing").count() == 0, page.inner_text("#missing")
+            assert set(lane_names(page)) == agents | {"integrated state"}
+            assert response_marks(page) == line["usage"]["model_calls"]
+            assert page.locator("#merge-table tbody tr").count() == len(line["runner"]["merges"])
+            assert page.locator("svg.tl line.arrow").count() == sum(
+                e["event"] in ARROWS for e in line["runner"]["events"])
+            assert_probes_match(page, result)
+        for viewport in WIDTHS:
+            with opened(browser, page_file, viewport) as page:
+                assert_fits_and_reads(page, f"timeline-{name}-{row['protocol']}-{row['line']}-{viewport[0]}.png")
+    return len(rows)
