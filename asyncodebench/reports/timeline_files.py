@@ -163,9 +163,7 @@ def write_run_timelines(run_dir: Path, report: Mapping[str, Any], agents_runs: I
 
     run = report.get("run") if isinstance(report.get("run"), Mapping) else {}
     file = (run.get("predictions_file") or {}).get("path") if isinstance(run, Mapping) else None
-    predictions = Path(file) if isinstance(file, str) else None
-    if predictions is not None and not predictions.is_absolute():
-        predictions = run_dir / predictions
+    predictions = Path(file) if isinstance(file, str) else None  # as evaluate.py was given it
     agents_runs = list(agents_runs)
     written = []
     for row in report.get("predictions") or []:
