@@ -208,3 +208,14 @@ def test_show_run_writes_the_page_of_one_scenario_and_prints_its_path(scenario: 
     missing = subprocess.run([sys.executable, script, str(scenario.root)], capture_output=True, text=True,
                              env=script_env(), timeout=300)
     assert missing.returncode == 2 and "report.json" in missing.stderr
+
+
+def test_the_timeline_modules_load_neither_the_runner_nor_the_agents() -> None:
+    """Layers: the pages read files and records; they never import the run or agents packages (nor do what they
+    import), so a timeline is drawn from any run folder without the machinery that made it."""
+    check = ("import sys, asyncodebench.reports.timeline_files; "
+             "print(sorted(m for m in sys.modules if m.startswith(('asyncodebench.run', 'asyncodebench.agents'))))")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=script_env(),
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -155,20 +155,32 @@ def prediction_sources(folder: Path, run_dir: Path, line: Mapping[str, Any] | No
     return Sources(result, records, line, found, flags, links, tuple(notes))
 
 
+def result_folders(run_dir: Path) -> dict[int, Path]:
+    """The prediction folders of a run folder by the predictions-file line their result.json names."""
+    found = {}
+    for result in sorted((run_dir / "predictions").glob("*/result.json")):
+        try:
+            line = json.loads(result.read_text(encoding="utf-8")).get("line")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(line, int):
+            found[line] = result.parent
+    return found
+
+
 def write_run_timelines(run_dir: Path, report: Mapping[str, Any], agents_runs: Iterable[Path] = (),
                         only: str | None = None) -> list[Path]:
     """Write `timeline.html` into the folder of each prediction of a run (of `only`: a scenario id, a
     `task/protocol` or a prediction folder's name); the pages written."""
-    from asyncodebench.reports.htmlreport import prediction_folder
-
     run = report.get("run") if isinstance(report.get("run"), Mapping) else {}
     file = (run.get("predictions_file") or {}).get("path") if isinstance(run, Mapping) else None
     predictions = Path(file) if isinstance(file, str) else None  # as evaluate.py was given it
     agents_runs = list(agents_runs)
+    folders = result_folders(run_dir)
     written = []
     for row in report.get("predictions") or []:
-        folder = run_dir / prediction_folder(row)
-        if not folder.is_dir():
+        folder = folders.get(row.get("line"))
+        if folder is None:
             continue
         line = predictions_line(predictions, row.get("line"))
         runner = (line or {}).get("runner")

@@ -4,12 +4,17 @@ Shared by the synthetic tests (tests/test_timeline.py) and the agents runs' (tes
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from asyncodebench.reports.htmlreport import prediction_folder
+from asyncodebench.reports.timeline import ARROWS
 from helpers import page_checks
-from helpers.checkout import ROOT
+from helpers.checkout import ROOT, SCRIPTS, script_env
 
 ARTIFACTS = ROOT / "build" / "test-artifacts"
 WIDTHS = ((1280, 800), (390, 844))
@@ -95,15 +100,6 @@ def check_agent_run_pages(browser: Any, eval_dir: Path, agents_runs: list[Path],
     page shows every model response of the line (its `usage.model_calls`), a lane per agent and the manager, each
     merge and manager action the runner recorded, and the result's DRS and CAIL numbers; it passes the Chromium
     checks at both widths. The number of pages checked."""
-    import json
-    import subprocess
-    import sys
-
-    from helpers.checkout import SCRIPTS, script_env
-
-    from asyncodebench.reports.htmlreport import prediction_folder
-    from asyncodebench.reports.timeline import ARROWS
-
     report = json.loads((eval_dir / "report.json").read_text())
     rows = report["predictions"]
     for row in rows:  # evaluate.py's own pages: the concatenated predictions file names no reachable trajectory
