@@ -157,7 +157,9 @@ def write_scenario(root: Path, responses: int = 6, output: str = "", text: str =
     metrics = run_metrics(checkpoints, points)
     row = {"line": 1, "task_id": TASK, "protocol": PROTOCOL, "model_name_or_path": MODEL,
            "prediction_run_id": None, "merge_conflicts": 1, "scope_violations": 0, "integration_source": "runner",
-           "out_of_scope_paths": ["README.md"], "trust_status": "verified"}
+           "out_of_scope_paths": ["README.md"], "trust_status": "verified",
+           # a flag whose label is one long word (paths without spaces) must wrap on a phone
+           "dropped_by_runner": ["minicache/" + "very_long_directory_name_" * 6 + f"{k}.py" for k in range(4)]}
     folder = run_dir / prediction_folder(row)
     folder.mkdir(parents=True)
     result = {
