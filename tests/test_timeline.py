@@ -168,6 +168,11 @@ def test_a_prediction_with_checkpoints_only_shows_its_probe_rows_and_says_what_i
         assert "sequence of checkpoint steps" in page.inner_text("main > p.lead")
         assert_probes_match(page, scenario.result)
         assert page.locator("#checkpoint-table tbody tr").count() == 7
+        # the merges as the result records them, at their checkpoint steps, their files not recorded
+        merges = page.eval_on_selector_all("#merge-table tbody tr", "rs => rs.map(r => [r.cells[1].textContent, "
+                                           "r.cells[3].textContent, r.cells[6].textContent])")
+        assert merges == [["core_agent", "not recorded", "2"], ["api_agent", "not recorded", "4"],
+                          ["cli_agent", "not recorded", "6"]]
         assert response_marks(page) == 0
         assert_fits_and_reads(page, "timeline-checkpoints-only-1280.png")
 

@@ -119,7 +119,7 @@ def picture(timeline: Timeline) -> Markup:
         at = merge.at if timeline.axis == "wall clock" else (float(merge.step) if merge.step else None)
         x = axis.x(at)
         cls = MERGE_CLASS.get(merge.status, "g-warn")
-        files = ", ".join(merge.files) or "no files"
+        files = ", ".join(merge.files) or ("no files" if merge.files_recorded else "files not recorded")
         out.append(f'<a href="#merge-{timeline.merges.index(merge)}"><rect class="merge {cls}" x="{x - 5}" '
                    f'y="{y - 8}" width="10" height="16"><title>merge of {_t(merge.agent_id)}: {_t(merge.status)} '
                    f'({_t(files)})</title></rect></a>')

@@ -115,6 +115,7 @@ class Merge:
     out_of_scope: tuple[str, ...]
     at: float | None
     step: int | None  # the logical step of its integration_after_merge checkpoint
+    files_recorded: bool = True  # False: the result's record, which names no files (only those out of scope)
 
 
 @dataclass(frozen=True)
@@ -338,6 +339,15 @@ def _checkpoints(records: Sequence[Mapping[str, Any]], events: list[Mapping[str,
     return out
 
 
+def _merge_step(merge_steps: list[Checkpoint], agent: str, done: list[Merge]) -> int | None:
+    """The step of a merge's integration_after_merge checkpoint: the next one of its agent not taken yet, or, in
+    records that name no agent (upstream's), the next one in order."""
+    taken = {m.step for m in done}
+    free = [c for c in merge_steps if c.step not in taken]
+    return next((c.step for c in free if c.agent_id == agent), next((c.step for c in free if c.agent_id is None),
+                                                                    None))
+
+
 def _merges(events: list[Mapping[str, Any]], result: Mapping[str, Any] | None, checkpoints: list[Checkpoint],
             clock: _Clock) -> list[Merge]:
     """Every merge with its time and files: from the runner's events when it recorded them, else from the
@@ -351,8 +361,7 @@ def _merges(events: list[Mapping[str, Any]], result: Mapping[str, Any] | None, c
             changed[agent] = tuple(_str(p) for p in event.get("changed_paths") or [] if isinstance(p, str))
         elif event.get("event") == "integration_after_merge":
             reason = event.get("reason") if isinstance(event.get("reason"), str) else None
-            step = next((c.step for c in merge_steps if c.agent_id == agent
-                         and c.step not in {m.step for m in out}), None)
+            step = _merge_step(merge_steps, agent, out)
             out.append(Merge(agent, merge_status(_str(event.get("merge_status")), reason), reason,
                              changed.get(agent, ()), tuple(_str(p) for p in event.get("out_of_scope") or []),
                              clock.at(event.get("time")), step))
@@ -362,11 +371,10 @@ def _merges(events: list[Mapping[str, Any]], result: Mapping[str, Any] | None, c
     for merge in _objects(integration.get("merges") if isinstance(integration, Mapping) else None):
         agent = _str(merge.get("agent_id"))
         reason = merge.get("reason") if isinstance(merge.get("reason"), str) else None
-        step = next((c.step for c in merge_steps if c.agent_id == agent and c.step not in {m.step for m in out}),
-                    None)
+        step = _merge_step(merge_steps, agent, out)
         out_of_scope = tuple(_str(p) for p in merge.get("out_of_scope") or [])
-        out.append(Merge(agent, merge_status(_str(merge.get("merge_status")), reason), reason, out_of_scope,
-                         out_of_scope, None, step))
+        out.append(Merge(agent, merge_status(_str(merge.get("merge_status")), reason), reason, (), out_of_scope,
+                         None, step, files_recorded=False))
     return out
 
 

@@ -170,7 +170,9 @@ def write_scenario(root: Path, responses: int = 6, output: str = "", text: str =
         "run_metrics": {**{k: v for k, v in asdict(metrics).items() if k != "dependencies"},
                         "dependencies": [asdict(d) for d in metrics.dependencies]},
         "integration": {"protocol": PROTOCOL, "agents": 3, "merge_conflicts": 1, "scope_violations": 0,
-                        "merges": [], "source": "runner"},
+                        "merges": [{"agent_id": names[a], "merge_status": status, "strategy": "git-apply",
+                                    "reason": reason, "out_of_scope": out} for a, status, reason, _, out in MERGES],
+                        "source": "runner"},
         "sad_proxy": {"label": "proxy", "dependencies_enabled": [POINTS[0][0]], "candidate_count": 1,
                       "candidates": [["minicache/cli.py", "callkey"]]},
     }
