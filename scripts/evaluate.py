@@ -8,7 +8,7 @@
 Every line is checked against schemas/prediction.schema.json; bad lines are reported with their numbers and
 skipped, the others evaluated. Rerunning a run id resumes it. Outputs go to <output-dir>/<run-id>/:
 report.json, report.md, report.html, summary.csv, predictions.csv, dependency_resolution.png, one folder per
-prediction.
+prediction (with its timeline.html: scripts/show_run.py redraws it).
 
 A run folder is held by one process at a time (a second one is refused), and keeps the settings its results were
 made with (settings.json): resuming with another dataset, probes, timeouts or limits is refused; --force
@@ -209,6 +209,7 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
     from asyncodebench.reports.htmlreport import write_report_html
     from asyncodebench.reports.plots import plot_resolution
     from asyncodebench.reports.report import build_report, csv_text, dependency_points, markdown
+    from asyncodebench.reports.timeline_files import write_run_timelines
     from asyncodebench.run import store
     from asyncodebench.run.runner import begin_session, end_session, run, run_metadata
 
@@ -236,6 +237,11 @@ def evaluate(config: RunConfig, state: RunState, argv: list[str]) -> int:
         write_report_html(report, config.run_dir / "report.html")
     except Exception as exc:  # like the plot: an extra drawn from report.json, which stands without it
         print(terminal_text(f"warning: report.html was not written ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:300]}); the other reports are complete"), file=sys.stderr)
+    try:  # one timeline page per prediction, in its folder: an extra too
+        write_run_timelines(config.run_dir, report)
+    except Exception as exc:
+        print(terminal_text(f"warning: the timeline pages were not written ({type(exc).__name__}: "
                             f"{' '.join(str(exc).split())[:300]}); the other reports are complete"), file=sys.stderr)
     plot = None
     try:

@@ -398,7 +398,7 @@ def test_a_summary_row_opens_its_predictions_in_the_page(shared_demo_run: EvalRu
         assert steps.count() == len(next(iter(row["dependency_trace"].values())))
         hrefs = cell.locator("p.links a").evaluate_all("links => links.map(a => a.href)")
         files = [Path(href.removeprefix("file://")) for href in hrefs if not href.endswith("/")]
-        assert len(files) == 3 and all(f.is_file() for f in files)
+        assert len(files) == 4 and all(f.is_file() for f in files)  # timeline, patch, result, output
         assert cell.locator("pre.tail").bounding_box()["width"] <= 390  # type: ignore[index]
         opened.assert_clean()
     finally:

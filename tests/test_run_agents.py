@@ -34,6 +34,7 @@ from helpers.agent_scripts import (
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import SCORING_FLAGS, EvalRun
+from helpers.timeline_checks import check_agent_run_pages
 
 from asyncodebench.agents.trajectory import OUTPUT_CHARS
 from asyncodebench.dataset.validation import validator
@@ -243,3 +244,11 @@ def test_the_evaluation_report_shows_the_usage_and_links_the_trajectories(agent_
     (prediction,) = [p for p in file.predictions if p.protocol == "serial_specialists"]
     links = trajectory_links(prediction, run_dir / "predictions.jsonl", agent_runs["eval"].run_dir)
     assert len(links) == 2 and all((agent_runs["eval"].run_dir / link).is_file() for link in links)
+
+
+def test_every_scenario_has_a_timeline_checked_against_its_result(agent_runs: dict[str, Any], browser: Any) -> None:
+    """Issue 32: each prediction's timeline.html shows, on one axis, every model response, the manager's actions,
+    the merges and each dependency point's first passing steps (held to the result's DRS and CAIL), and passes the
+    Chromium checks at 1280 and 390 px (helpers/timeline_checks.py)."""
+    runs = [run["dir"] for run in agent_runs["runs"].values()]
+    assert check_agent_run_pages(browser, agent_runs["eval"].run_dir, runs, "agents") == 8

@@ -38,6 +38,7 @@ from helpers.agent_scripts import (
 from helpers.containers import run_containers
 from helpers.dataset_folders import DemoDataset
 from helpers.demo_run import SCORING_FLAGS, EvalRun
+from helpers.timeline_checks import check_agent_run_pages
 
 from asyncodebench.dataset.validation import validator
 from asyncodebench.scoring.provenance import Timeline, timeline_of
@@ -241,3 +242,11 @@ def test_the_runner_chains_its_checkpoints_to_its_trajectories(manager_runs: dic
             assert len(made["runner"]["timeline"]) == len(made["checkpoints"])
     for row in manager_runs["eval"].report["predictions"]:
         assert row["timeline_source"] == "self_reported" and "not beside" in row["timeline_reason"], row
+
+
+def test_every_scenario_has_a_timeline_checked_against_its_result(manager_runs: dict[str, Any], browser: Any) -> None:
+    """Issue 32: each prediction's timeline.html shows, on one axis, every model response, the manager's actions,
+    the merges and each dependency point's first passing steps (held to the result's DRS and CAIL), and passes the
+    Chromium checks at 1280 and 390 px (helpers/timeline_checks.py)."""
+    runs = [run["dir"] for run in manager_runs["runs"].values()]
+    assert check_agent_run_pages(browser, manager_runs["eval"].run_dir, runs, "managers") == 4

@@ -35,8 +35,10 @@ HEADLINE = (
     ("mean_drs_penalized", "DRS (steps)", 1, False), ("mean_dre", "DRE %", 100, False),
     ("mean_cail_penalized", "CAIL (steps)", 1, False),
 )
-# (link text, file): the files a reader opens first; "files" is the prediction's whole folder.
-ARTIFACTS = (("patch", "patch.diff"), ("result", "result.json"), ("output", "evaluator_output.txt"), ("files", ""))
+# (link text, file): the files a reader opens first; "files" is the prediction's whole folder, "timeline" its
+# scenario on one time axis (`timeline_files`, written by evaluate.py and scripts/show_run.py).
+ARTIFACTS = (("timeline", "timeline.html"), ("patch", "patch.diff"), ("result", "result.json"),
+             ("output", "evaluator_output.txt"), ("files", ""))
 
 
 def prediction_folder(row: dict[str, Any]) -> str:
