@@ -197,10 +197,11 @@ def task_overlays(args: argparse.Namespace, spec: TaskSpec) -> dict[str, bytes]:
         raise Exit(EXIT_INFRASTRUCTURE, str(exc)) from exc
 
 
-def reference_patch(args: argparse.Namespace, row: dict[str, Any], spec: TaskSpec, overlays: dict[str, bytes]
-                    ) -> bytes:
-    """The patch from the overlaid base to the reference state, restricted to every agent's writable paths, from the
-    repository --repo-pattern names (default: the row's repository_url).
+def reference_patch(args: argparse.Namespace, row: dict[str, Any], spec: TaskSpec, overlays: dict[str, bytes],
+                    whole: bool = False) -> bytes:
+    """The patch from the overlaid base to the reference state, restricted to every agent's writable paths (with
+    `whole`, to the whole reference commit), from the repository --repo-pattern names (default: the row's
+    repository_url).
 
     Raises:
         Exit: EXIT_INFRASTRUCTURE when the repository or a revision cannot be had.
@@ -212,6 +213,8 @@ def reference_patch(args: argparse.Namespace, row: dict[str, Any], spec: TaskSpe
     name = spec.task_id.split(":", 1)[1]
     repo = args.repo_pattern.format(name=name) if args.repo_pattern else row["repository_url"]
     paths = tuple(dict.fromkeys([*spec.single_agent_paths, *(p for a in spec.specialists for p in a.writable_paths)]))
+    if whole:
+        paths = ()
     try:
         return validation.reference_patch(repo, cache_dir(), spec.base_revision, args.reference_revision, paths,
                                           overlays)[1]

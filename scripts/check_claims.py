@@ -9,7 +9,14 @@ Each claim of data/tasks/<name>.audit.yaml has `checks` (programs with the outpu
 `not_executable` reason. The checks of each state run in one prepared container of the task's image, as the sandbox
 user with no network, each in a process of its own. Prints a table (claims, executable, passing, not executable) and
 every failing check with what it printed; writes <out>/<name>.json. With --record, data/claim_checks.json takes each
-task's counts, the checks' digest and the image (the README's table is made from it).
+task's counts, the checks' digests and the image (the README's table is made from it); with --claims as well, the
+run is recorded as a rerun of those claims beside the task's full run.
+
+A claim with a `wrong_variant` (a plausible wrong rule and a prelude that puts it in place) has its checks run a
+second time with the prelude first; a variant that passes every check of its claim is reported as not caught, and
+fails the run like a failing check. --without-overlays REASON reruns named claims of a task whose overlays cannot be
+had here: reference-state checks only, on the whole reference commit (every file as upstream wrote it, where the
+overlays would have bootstrapped the hollow files outside the writable paths); the record says so, with the reason.
 
 Exit codes: 0 every check passed; 1 a check failed; 2 bad arguments; 3 infrastructure (dataset, daemon, image,
 repository or overlays unavailable).
@@ -18,6 +25,7 @@ repository or overlays unavailable).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import signal
@@ -48,12 +56,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--record", nargs="?", const=claims.RECORD_FILE, default=None, type=Path, metavar="FILE",
                         help="update the record file (default data/claim_checks.json) with each task's run")
     parser.add_argument("--out", type=Path, default=Path("build/claims"), help="folder for <name>.json")
+    parser.add_argument("--without-overlays", default=None, metavar="REASON",
+                        help="run without the task's overlays, on the whole reference commit (recorded with "
+                             "REASON); only with --claims whose checks all run at the reference state")
     cli.add_limit_arguments(parser)
     args = parser.parse_args(argv)
     if args.all == bool(args.task_ids):
         parser.error("give task ids or --all (not both)")
-    if args.record and args.claims is not None:
-        parser.error("--record needs every check of the task to run (drop --claims)")
+    if args.without_overlays is not None and args.claims is None:
+        parser.error("--without-overlays is for a rerun of named claims (give --claims)")
     return args
 
 
@@ -65,24 +76,35 @@ def audit_record(folder: Path, task_id: str) -> dict:
 
 
 def check_task(task_id: str, args: argparse.Namespace) -> tuple[claims.ClaimSet, list[claims.CheckResult], str]:
-    """Run one task's checks; returns its claims, the results and the image they ran in."""
+    """Run one task's checks and wrong variants; returns its claims, the results and the image they ran in."""
     claim_set = claims.claim_set(audit_record(args.audit_dir, task_id))
     checks = claim_set.checks
     if args.claims is not None:
+        unknown = set(args.claims) - claim_set.executable
+        if unknown:
+            raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, f"{task_id} has no checks for claims {sorted(unknown)}")
         checks = tuple(c for c in checks if c.claim_id in set(args.claims))
     row, spec = cli.task(args.dataset, args.revision, task_id, args.images)
     if not checks:
         return claim_set, [], spec.pinned_ref
+    if args.without_overlays is not None:
+        if any(c.at != "reference" for c in checks):
+            raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, "--without-overlays runs reference-state checks only; the base "
+                                                   "state is what agents get, overlays included")
+        spec = dataclasses.replace(spec, overlays=())
     overlays = cli.task_overlays(args, spec)
     patches = {"base": b""}
     if any(c.at == "reference" for c in checks):
-        patches["reference"] = cli.reference_patch(args, row, spec, overlays)
+        # Without the overlays the files outside the writable paths stay hollow at base, and the reference code
+        # does not import; the whole reference commit stands in for the state.
+        patches["reference"] = cli.reference_patch(args, row, spec, overlays, whole=args.without_overlays is not None)
     run_id = f"claims-{new_run_id()}"
     client = cli.client_for_image(spec)
     try:
         bench = Workbench.open(client, spec, run_id, cli.settings(args, run_probes=False), overlays)
         results = claims.run_checks(bench, checks, patches,
-                                    progress=lambda m: print(f"{task_id}: {m}", file=sys.stderr, flush=True))
+                                    progress=lambda m: print(f"{task_id}: {m}", file=sys.stderr, flush=True),
+                                    variants=claim_set.variant_checks(checks))
     except SandboxUnavailableError as exc:
         raise cli.Exit(cli.EXIT_INFRASTRUCTURE, str(exc)) from exc
     finally:
@@ -108,7 +130,7 @@ def task_ids(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(cli.EXIT_TERMINATED))
-    entries = claims.load_record_file(args.record) if args.record else {}
+    entries = claims.load_record_file(args.record) if args.record else claims.load_record_file()
     ran: dict[str, dict] = {}
     failures: list[str] = []
     args.out.mkdir(parents=True, exist_ok=True)
@@ -119,12 +141,22 @@ def main(argv: list[str] | None = None) -> int:
             continue
         claim_set, results, image = check_task(task_id, args)
         today = datetime.date.today().isoformat()
-        ran[task_id] = claims.summary(claim_set, results, image, today)
-        failures += [f"{task_id} {failure_text(r)}" for r in results if r.outcome != "passed"]
+        if args.claims is None:
+            ran[task_id] = claims.summary(claim_set, results, image, today)
+        else:
+            overlays = ("applied" if args.without_overlays is None
+                        else f"not applied, the whole reference commit instead: {args.without_overlays}")
+            ran[task_id] = claims.with_rerun(entries.get(task_id) or claims.summary(claim_set, None), claim_set,
+                                             claims.rerun(claim_set, results, image, today, overlays))
+        failures += [f"{task_id} {failure_text(r)}" for r in results if r.outcome != "passed" and not r.wrong_variant]
+        failures += [f"{task_id} - wrong variant of {claim} not caught: every check passes with "
+                     f"'{next(v.rule for v in claim_set.variants if v.claim_id == claim)}' in place\n"
+                     for claim in claims.missed_variants(results)]
         (args.out / f"{task_id.split(':', 1)[1]}.json").write_text(json.dumps(
             {"task_id": task_id, "image": image, "summary": ran[task_id],
              "results": [{"claim": r.check.claim_id, "key": r.check.key, "at": r.check.at, "outcome": r.outcome,
-                          "exit_code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr} for r in results]},
+                          "wrong_variant": r.wrong_variant, "exit_code": r.exit_code, "stdout": r.stdout,
+                          "stderr": r.stderr} for r in results]},
             indent=2) + "\n")
     if args.record:
         claims.save_record_file({**entries, **ran}, args.record)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from asyncodebench.dataset.validation import validator
-from asyncodebench.images.claims import claim_set, load_record_file, markdown_table
+from asyncodebench.images.claims import claim_set, latest_runs, load_record_file, markdown_table, stale_claims
 
 TASKS = Path(__file__).resolve().parent.parent / "data" / "tasks"
 NAMES = sorted(p.name[:-len(".audit.yaml")] for p in TASKS.glob("*.audit.yaml"))
@@ -65,7 +65,8 @@ def test_every_claim_runs_or_says_why(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_recorded_check_run_covers_the_checks_as_they_are(name: str) -> None:
-    """data/claim_checks.json holds a run of exactly these checks (digest), in which every check passed."""
+    """data/claim_checks.json holds, for every claim, a run of exactly its checks as they are now (per-claim digests
+    of the full run or of a later rerun of that claim), in which every check passed."""
     record = yaml.safe_load((TASKS / f"{name}.audit.yaml").read_text())
     claims = claim_set(record)
     entry = load_record_file()[record["task_id"]]
@@ -74,8 +75,41 @@ def test_the_recorded_check_run_covers_the_checks_as_they_are(name: str) -> None
     if name in TVM:
         assert entry["checked_by_reading"] == record["checks_by_reading"]
         return
+    stale = stale_claims(claims, entry)
+    assert not stale, f"claims whose checks changed since they last ran: {stale}; rerun scripts/check_claims.py"
     assert entry["failing_claims"] == [] and entry["passing_claims"] == len(claims.executable)
-    assert entry["checks_passed"] == len(claims.checks) and entry["image"]
+    assert all(run["failing_claims"] == [] for run in latest_runs(entry).values())
+    assert entry.get("checks_passed", len(claims.checks)) == len(claims.checks) and entry["image"]
+    assert all(run["image"] and run["ran_on"] for run in entry.get("reruns", []))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_verified_or_corrected_claim_has_a_check_its_wrong_variant_passes(name: str) -> None:
+    """A claim with a deliberately wrong variant recorded beside it: in the run that last ran its checks (the digest
+    covers the variant, so the variant is the one there now), at least one check failed with the wrong rule in
+    place. A check that passes unchanged on the wrong rule cannot catch the error the claim is about."""
+    record = yaml.safe_load((TASKS / f"{name}.audit.yaml").read_text())
+    claims = claim_set(record)
+    if not claims.variants:
+        return
+    entry = load_record_file()[record["task_id"]]
+    assert not stale_claims(claims, entry), "rerun scripts/check_claims.py"
+    latest = latest_runs(entry)
+    for variant in claims.variants:
+        if claims.verdicts[variant.claim_id] in ("verified", "corrected"):
+            missed = latest[variant.claim_id]["wrong_variants_missed"]
+            assert variant.claim_id not in missed, (
+                f"{name} {variant.claim_id}: every check passes with the wrong rule '{variant.rule}' in place")
+
+
+def test_the_wrong_variant_test_fails_on_a_check_that_cannot_catch_it() -> None:
+    """The record test above reads what the runner recorded; a run whose variant passed every check is reported."""
+    from asyncodebench.images.claims import Check, CheckResult, missed_variants
+
+    check = Check("S1", 0, "reference", "print(1)", "1")
+    caught = [CheckResult(check, "passed", 0, "1", ""), CheckResult(check, "failed", 0, "2", "", True)]
+    missed = [CheckResult(check, "passed", 0, "1", ""), CheckResult(check, "passed", 0, "1", "", True)]
+    assert missed_variants(caught) == [] and missed_variants(missed) == ["S1"]
 
 
 def test_the_readme_gives_the_recorded_check_summary() -> None:

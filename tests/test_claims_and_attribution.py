@@ -28,7 +28,11 @@ CLAIMS = [
      "checks": [{"at": "reference", "code": "from minicache.core import make_key\n"
                                             "print(make_key((1,), {'a': 1, 'b': 2})"
                                             " == make_key((1,), {'b': 2, 'a': 1}))",
-                 "expect": "True"}]},
+                 "expect": "True"}],
+     # Keys that keep keyword order: the check compares two orders, so it fails on this rule (caught).
+     "wrong_variant": {"rule": "make_key keeps keyword order",
+                       "prelude": "import minicache.core as m\n"
+                                  "m.make_key = lambda args, kwargs, typed=False: (args, tuple(kwargs.items()))"}},
     {"id": "S2", "where": "statement", "claim": "make_key is a stub at base", "verdict": "verified",
      "evidence": "minicache/core.py@base",
      "checks": [{"at": "base", "code": "from minicache.core import make_key\ntry:\n    make_key((), {})\n"
@@ -49,6 +53,14 @@ CLAIMS = [
                  "expect": "True\noffline"}]},
     {"id": "S6", "where": "statement", "claim": "core_agent owns core.py", "verdict": "verified", "evidence": "x",
      "not_executable": "ownership: a fact of the task's assignment, not behaviour"},
+    # A one-case check: equal calls give equal keys holds for a make_key that ignores its arguments too (missed).
+    {"id": "S7", "where": "statement", "claim": "make_key tells calls apart by their arguments", "verdict": "verified",
+     "evidence": "minicache/core.py@reference",
+     "checks": [{"at": "reference", "code": "from minicache.core import make_key\n"
+                                            "print(make_key((1,), {}) == make_key((1,), {}))",
+                 "expect": "True"}],
+     "wrong_variant": {"rule": "make_key gives one key for every call",
+                       "prelude": "import minicache.core as m\nm.make_key = lambda *args, **kwargs: 0"}},
 ]
 
 
@@ -76,15 +88,23 @@ def test_claim_checks_run_in_the_sandbox_and_failures_show(audit_dir: Path, rebu
     assert "S3#0 at reference: failed (exit 0)" in done.stdout and "printed:  'False'" in done.stdout
     assert "S4#0 at reference: failed (exit 1)" in done.stdout and "ModuleNotFoundError" in done.stdout
     assert "S1#0" not in done.stdout and "S2#0" not in done.stdout and "S5#0" not in done.stdout
+    assert "wrong variant of S7 not caught" in done.stdout and "wrong variant of S1" not in done.stdout
     entry = claims.load_record_file(record_file)[TASK]
-    assert entry["failing_claims"] == ["S3", "S4"] and entry["passing_claims"] == 3
-    assert entry["claims"] == 6 and entry["executable"] == 5 and entry["not_executable"] == 1
+    assert entry["failing_claims"] == ["S3", "S4"] and entry["passing_claims"] == 4
+    assert entry["claims"] == 7 and entry["executable"] == 6 and entry["not_executable"] == 1
+    assert entry["wrong_variants"] == 2 and entry["wrong_variants_missed"] == ["S7"]
     assert entry["image"] == rebuilt_demo.pinned_ref
-    digest = claims.claim_set(yaml.safe_load((audit_dir / "minicache.audit.yaml").read_text())).digest
-    assert entry["digest"] == digest
-    assert "| minicache | 6 | 5 | 3 | 1 | 0 |" in done.stdout
-    passing = run_script("check_claims.py", *common, "--claims", "S1", "S2", "S5")
+    claim_set = claims.claim_set(yaml.safe_load((audit_dir / "minicache.audit.yaml").read_text()))
+    assert entry["digest"] == claim_set.digest and claims.stale_claims(claim_set, entry) == []
+    ran = json.loads((tmp_path / "out" / "minicache.json").read_text())["results"]
+    s1_wrong = [r for r in ran if r["claim"] == "S1" and r["wrong_variant"]]
+    assert [r["outcome"] for r in s1_wrong] == ["failed"] and s1_wrong[0]["stdout"].strip() == "False"
+    assert "| minicache | 7 | 6 | 4 | 1 | 0 |" in done.stdout
+    passing = run_script("check_claims.py", *common, "--claims", "S1", "S2", "S5", "--record", str(record_file))
     assert passing.returncode == 0, passing.stdout + passing.stderr
+    rerun = claims.load_record_file(record_file)[TASK]["reruns"][-1]
+    assert sorted(rerun["claim_digests"]) == ["S1", "S2", "S5"] and rerun["overlays"] == "applied"
+    assert rerun["failing_claims"] == [] and rerun["wrong_variants_missed"] == []
 
 
 def test_the_attribution_credits_each_probe_group_to_the_files_it_runs(rebuilt_demo: RebuiltDemo,

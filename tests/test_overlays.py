@@ -14,6 +14,9 @@ from helpers.demo_overlay import OVERLAY, OVERLAY_PATH
 from helpers.demo_run import FAST_FLAGS, EvalRun
 from helpers.predictions import prediction
 
+from asyncodebench.dataset.rows import load_published
+from asyncodebench.dataset.statement import compose_statement
+
 pytestmark = pytest.mark.docker
 
 GOLD = (DEMO_DIR / "patches" / "gold.patch").read_text()
@@ -52,6 +55,12 @@ def test_overlay_is_applied_before_the_patch_and_its_tests_count(
     deleting = run.result("deletes-overlay-test")
     assert deleting["protection"]["restored_paths"] == ["tests/test_overlay.py"]
     assert deleting["tests_passed"] == 26  # the overlay's test came back from the canonical state
+    # The base revision has no tests/test_overlay.py: the preparation restored it from base plus overlays, and the
+    # generated Tests section of a task with overlays says exactly that.
+    assert not (DEMO_DIR / "repo" / "tests" / "test_overlay.py").exists()
+    row = next(t for t in load_published(str(dataset)).rows.tasks if t["task_id"] == DEMO_TASK_ID)
+    tests = compose_statement(row, "prose").split("## Tests", 1)[1]
+    assert "as they are at the\nbase revision with the task's overlay patches applied" in tests
 
 
 def test_missing_overlays_are_an_infrastructure_error_not_a_score(

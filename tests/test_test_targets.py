@@ -76,3 +76,27 @@ def test_probes_are_checked_against_test_files_not_options(rows: Any, task_id: s
         assert not in_test_targets(option, task["test_targets"])
     probes = [n for d in rows.dependencies if d["task_id"] == task_id for n in d["upstream_probe_tests"]]
     assert probes and all(in_test_targets(n.split("::", 1)[0], task["test_targets"]) for n in probes)
+
+
+def test_the_tests_section_says_where_restored_files_come_from(rows: Any) -> None:
+    """The preparation restores test targets from the canonical state, the base with the overlays applied (the
+    overlays are in its inputs, applied before the patch); the generated text says so for the 13 tasks with
+    overlays, and says the base revision for the others. TVM 20107's overlays add two of its five targets."""
+    overlaid = 0
+    for task in rows.tasks:
+        spec = TaskSpec.from_rows(task, rows.dependencies)
+        overlays = tuple((path, b"") for path, _ in spec.overlays)
+        bench = Workbench(client=None, spec=spec, run_id="unused", settings=None, overlays=overlays,  # type: ignore[arg-type]
+                          base="unused")
+        config = json.loads(bench.inputs(b"")["prepare.json"])
+        tests = task["problem_statement"].split("\n## Tests\n", 1)[1].split("\n## How your work", 1)[0]
+        said = " ".join(tests.split())
+        if spec.overlays:
+            overlaid += 1
+            assert len(config["overlays"]) == len(spec.overlays)
+            assert "restores these test files and folders as they are at the base revision with the task's " \
+                   "overlay patches applied" in said, task["task_id"]
+        else:
+            assert not config["overlays"]
+            assert "restores these test files and folders from the base revision and removes" in said, task["task_id"]
+    assert overlaid == 13

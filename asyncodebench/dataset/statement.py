@@ -50,8 +50,7 @@ def _tests_section(task: dict[str, Any]) -> str:
         "## Tests",
         "",
         "The existing tests are the evaluation. Do not edit, add or delete tests, `conftest.py` files or pytest",
-        "configuration: before grading, the harness restores these test files and folders from the base revision and",
-        "removes new `conftest.py`, pytest configuration, `sitecustomize` and `.pth` files.",
+        *_restored_from(bool(task.get("overlays"))),
         "",
         _bullets(list(target_files(targets))),
     ]
@@ -59,6 +58,19 @@ def _tests_section(task: dict[str, Any]) -> str:
         lines += ["", "The task's target list also holds these pytest settings, which are not files; the evaluator",
                   "command below passes them to pytest:", "", _bullets(list(target_options(targets)))]
     return "\n".join(lines)
+
+
+def _restored_from(overlaid: bool) -> list[str]:
+    """Where the harness takes the test files it restores: the canonical state, which is the base revision with the
+    task's overlay patches applied (harness/incontainer/prepare.py, step 1), so a test an overlay adds or rewrites
+    comes back as the overlay left it."""
+    if not overlaid:
+        return ["configuration: before grading, the harness restores these test files and folders from the base",
+                "revision and removes new `conftest.py`, pytest configuration, `sitecustomize` and `.pth` files."]
+    return ["configuration: before grading, the harness restores these test files and folders as they are at the",
+            "base revision with the task's overlay patches applied (a test file an overlay adds or rewrites comes",
+            "back as the overlay left it, even where the base revision has no such file) and removes new",
+            "`conftest.py`, pytest configuration, `sitecustomize` and `.pth` files."]
 
 
 def _evaluator_section(task: dict[str, Any]) -> str:

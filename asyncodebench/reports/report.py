@@ -15,6 +15,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from asyncodebench.dataset import reference_results
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.flags import row_flags
@@ -212,6 +213,7 @@ def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any
     for result in results:
         groups[(result["model_name_or_path"], result["protocol"])].append(result)
     rows = []
+    references = reference_results.load()
     for (model, protocol), members in sorted(groups.items()):
         evaluated = [prediction_row(r) for r in members if r["status"] == "evaluated"]
         by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -220,6 +222,8 @@ def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any
         row = {"model_name_or_path": model, "protocol": protocol, "predictions": len(members),
                "evaluated": len(evaluated), "infrastructure_errors": len(members) - len(evaluated),
                "tasks": len(by_task)}
+        # FSR is read against how many of the cell's tasks can succeed at all (data/reference_results.yaml).
+        row["reachable_tasks"], row["unmeasured_tasks"] = reference_results.reachable_counts(set(by_task), references)
         for name, key in METRIC_KEYS.items():
             row[name] = _estimate(_per_task(by_task, key))
         probed = [r for r in evaluated if r["adpr_numerator"] is not None]  # null: probes were not run
@@ -447,12 +451,15 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
         *_image_problems(run),
         "## Summary", "",
         "Macro means over tasks with 95% bootstrap intervals; rates in percent.", "",
-        "| model | protocol | tasks | FSR | pass rate | ADPR (macro) | ADPR (micro) | infra errors |",
-        "|---|---|---|---|---|---|---|---|",
+        "Can succeed: the cell's tasks whose reference state (every writable file as upstream wrote it) passes every",
+        "test, so that final success is reachable at all (data/reference_results.yaml); unmeasured ones are counted",
+        "apart.", "",
+        "| model | protocol | tasks | can succeed | FSR | pass rate | ADPR (macro) | ADPR (micro) | infra errors |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["summary"]:
         lines.append(
-            f"| {_cells(row)} | {row['tasks']} | {_fmt(row['fsr'])} | "
+            f"| {_cells(row)} | {row['tasks']} | {_reachable(row)} | {_fmt(row['fsr'])} | "
             f"{_fmt(row['mean_pass_rate'])} | {_fmt(row['mean_adpr'], missing=NA)} | "
             f"{_fmt(row['micro_adpr'], missing=NA)} | "
             f"{row['infrastructure_errors']} |"
@@ -508,6 +515,14 @@ def markdown(report: dict[str, Any], plot: str | None = None) -> str:
             f"{markdown_text(p['infrastructure_error']['message'][:500])}" for p in infra]
     lines += ["", "## Notes", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _reachable(row: dict[str, Any]) -> str:
+    """`n` tasks that can reach final success, with `(+u unmeasured)` when some were not measured."""
+    reachable, unmeasured = row.get("reachable_tasks"), row.get("unmeasured_tasks") or 0
+    if reachable is None:
+        return NA
+    return f"{reachable}" + (f" (+{unmeasured} unmeasured)" if unmeasured else "")
 
 
 def dataset_source(dataset: dict[str, Any]) -> str:
