@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.allow_partial and (args.out or args.push):
         parser.error("--allow-partial is for a dry run only: leave out --out and --push (nothing of a partial run "
                      "may be published)")
+    if args.out and args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file: give a folder (a checkout of the model repo)")
     if args.create_pr and not args.push:
         parser.error("--create-pr opens a pull request when pushing: add --push, or leave it out for a dry run")
     # Imported after parsing, so --help loads no heavy dependency (tests/test_script_help.py).
@@ -71,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     from asyncodebench.reports.release import ReleaseNotFoundError, ReleaseUnavailableError, fetch_release
     from asyncodebench.untrusted import terminal_text
 
-    def refuse(message: str, code: int = cli.EXIT_BAD_ARGUMENTS) -> int:
-        print(terminal_text(f"error: {message}", newlines=True), file=sys.stderr)  # it may name the run's models
+    def refuse(message: str, code: int = cli.EXIT_BAD_ARGUMENTS, details: tuple[str, ...] = ()) -> int:
+        # Each line made inert on its own: the messages name the run's models, whose text may hold line breaks.
+        lines = [f"error: {message}", *(f"  - {d}" for d in details)]
+        print("\n".join(terminal_text(line) for line in lines), file=sys.stderr)
         return code
 
     try:
@@ -101,10 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             return refuse(str(exc), cli.EXIT_INFRASTRUCTURE)
         problems = [f"not checked against the release: {exc}"]
     if problems and not args.allow_partial:
-        listed = "\n".join(f"  - {p}" for p in problems)
         return refuse(f"{model} in run {report['run']['run_id']} is not a complete, official run of {dataset_id}@"
-                      f"{revision}, so it is not published:\n{listed}\n(--allow-partial prints its files as a "
-                      "dry run, marked unpublishable)")
+                      f"{revision}, so it is not published (--allow-partial prints its files as a dry run, marked "
+                      "unpublishable):", details=tuple(problems))
     if args.out:
         try:
             write_files(files, args.out)
@@ -119,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                 text = terminal_text(f.text, newlines=True)  # the files carry the run's model name and ids
                 print(f"--- {terminal_text(f.path)}\n{text}", end="" if text.endswith("\n") else "\n")
             if problems:
-                print(terminal_text("NOT PUBLISHABLE: the run is not a complete, official run:\n"
-                                    + "\n".join(f"  - {p}" for p in problems), newlines=True))
+                print("\n".join(terminal_text(line) for line in
+                                ["NOT PUBLISHABLE: the run is not a complete, official run:",
+                                 *(f"  - {p}" for p in problems)]))
                 print(f"dry run (--allow-partial): {len(files)} files shown; nothing may be written or pushed")
             else:
                 print(f"dry run: would commit {len(files)} files to {args.model_repo}; add --push to send them")

@@ -65,7 +65,10 @@ def load_finished_report(run_dir: Path) -> dict[str, Any]:
         report = json.loads(report_path.read_text(encoding="utf-8"))
         schema = json.loads(REPORT_SCHEMA.read_text(encoding="utf-8"))
         jsonschema.validate(report, schema)
-    except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
+    except OSError as exc:
+        raise ResultsError(f"cannot read {report_path} ({exc.strerror or exc}): give a run folder you can read") \
+            from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, jsonschema.ValidationError) as exc:
         raise ResultsError(f"{report_path} is not a valid run report ({str(exc).splitlines()[0]}); rerun "
                            "`python scripts/evaluate.py PREDICTIONS --run-id <its run id> --rescore` to rewrite it"
                            ) from exc
