@@ -2,10 +2,12 @@
 
     python scripts/publish.py build/hub --dry-run          # assemble and list what would be sent
     python scripts/publish.py build/hub                    # assemble, upload, tag v0.4.2 (this script's one job)
+    python scripts/publish.py build/hub --dataset my-org/AsynCodeBench --revision v0.4.3
 
 The folder gets the card, eval.yaml, the Parquet files, the license files, the citation and the docs/ pages the card
 links to, never the builder; each file is listed with its size and the start of its SHA-256. It uploads unless
---dry-run is given. The token is the one huggingface_hub finds: HF_TOKEN, else the one `hf auth login` saved.
+--dry-run is given (uploading is its whole job). --repo-id and --tag, the names of 0.4.2, still work for this release,
+with a warning. The token is the one huggingface_hub finds: HF_TOKEN, else the one `hf auth login` saved.
 
 Exit codes: 0 assembled (and uploaded); 2 bad arguments (a folder that is not new and empty or cannot be written, a
 malformed repo id or tag, no token without --dry-run); 3 the Hub refused or could not be reached.
@@ -41,13 +43,18 @@ def tag(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
     parser.add_argument("out_dir", type=Path, help="a new (or empty) folder to assemble the Hub files in")
-    parser.add_argument("--repo-id", type=repo_id, default=DEFAULT_DATASET,
-                        help=f"the Hub dataset to upload to (default: {DEFAULT_DATASET})")
-    parser.add_argument("--tag", type=tag, default=DEFAULT_REVISION,
-                        help=f"the tag the release's commit gets (default: {DEFAULT_REVISION})")
-    parser.add_argument("--dry-run", action="store_true", help="assemble and list the files; upload nothing")
+    parser.add_argument("--dataset", dest="repo_id", type=repo_id, default=DEFAULT_DATASET,
+                        help="the Hub dataset to upload to")
+    parser.add_argument("--revision", dest="tag", type=tag, default=DEFAULT_REVISION,
+                        help="the tag the release's commit gets (a new one)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="assemble and list the files; upload nothing (uploading is this script's job, so it "
+                             "uploads without this)")
+    # The names of 0.4.2 and before, for one release.
+    parser.add_argument("--repo-id", action=cli.DeprecatedAlias, new="--dataset", dest="repo_id", type=repo_id)
+    parser.add_argument("--tag", action=cli.DeprecatedAlias, new="--revision", dest="tag", type=tag)
     args = parser.parse_args(argv)
     problem = cli.writable_folder_problem(args.out_dir) if not args.out_dir.is_file() else \
         f"{args.out_dir} is a file"
@@ -80,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # huggingface_hub raises HTTP and connection errors of several kinds
         first = str(exc).splitlines()[0] if str(exc) else ""
         print(f"error: the Hub at {constants.ENDPOINT} refused or did not answer ({type(exc).__name__}: {first}); "
-              f"check the token's write access to datasets/{args.repo_id}, that tag {args.tag} is new, and "
+              f"check the token's write access to datasets/{args.repo_id}, that --revision {args.tag} is a new tag, "
+              "and "
               "HF_ENDPOINT, then rerun into a new folder", file=sys.stderr)
         return cli.EXIT_INFRASTRUCTURE
     print(f"uploaded datasets/{args.repo_id} at {commit}, tagged {args.tag}")

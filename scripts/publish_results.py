@@ -1,8 +1,8 @@
 """Turn a finished run into a model repo's Hub Eval Results files; print them, write them, or push them.
 
     python scripts/publish_results.py runs/try1 --model-repo my-org/my-agent              # dry run: print the files
-    python scripts/publish_results.py runs/try1 --model-repo my-org/my-agent --out ./repo  # write them into a checkout
-    HF_TOKEN=... python scripts/publish_results.py runs/try1 --model-repo my-org/my-agent --push [--create-pr]
+    python scripts/publish_results.py runs/try1 --model-repo my-org/my-agent --output-dir ./repo  # write them
+    python scripts/publish_results.py runs/try1 --model-repo my-org/my-agent --push [--create-pr]   # upload
 
 Only a complete, official run is published: every task of the release scored under each protocol the model ran (no
 infrastructure error left), on the rows of the dataset's commit (a Hub run's resolved commit, or a local folder whose
@@ -21,7 +21,7 @@ schemas/eval_results.schema.json. The token is the one huggingface_hub finds: HF
 
 Exit codes: 0 printed, written or pushed; 2 bad arguments (no run folder, an unfinished, partial or unofficial run,
 a missing or malformed repo id, no token for --push, a needs_review result not cleared, a bad review file, an
---out that cannot be written); 3 the Hub refused or could not be reached.
+--output-dir that cannot be written); 3 the Hub refused or could not be reached.
 """
 
 from __future__ import annotations
@@ -34,25 +34,32 @@ from asyncodebench import cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=cli.HelpFormatter)
     parser.add_argument("run_dir", type=Path, help="the run folder scripts/evaluate.py wrote (runs/<run id>)")
     parser.add_argument("--model-repo", required=True, help="the Hub model repo to publish to, ORG/NAME")
     parser.add_argument("--model", help="the run's model_name_or_path to publish (needed when the run holds several)")
-    parser.add_argument("--dataset-id", help="the Hub dataset the rows are (default: the run's, when it read the Hub)")
-    parser.add_argument("--dataset-revision", help="the dataset's 40-hex commit (default: the run's resolved commit)")
+    parser.add_argument("--dataset", dest="dataset_id",
+                        help="the Hub dataset the rows are, ORG/NAME (unset: the run's, when it read the Hub)")
+    parser.add_argument("--revision", dest="dataset_revision",
+                        help="the dataset's 40-hex commit (unset: the run's resolved commit)")
     parser.add_argument("--review-file", type=Path,
                         help="JSON naming each needs_review result cleared, by whom, when and why")
-    parser.add_argument("--out", type=Path, help="write the files under this folder (a checkout of the model repo)")
+    parser.add_argument("--output-dir", dest="out", type=Path,
+                        help="write the files under this folder (a checkout of the model repo; unset: print them)")
     parser.add_argument("--push", action="store_true", help="commit the files to the model repo (needs a token)")
     parser.add_argument("--create-pr", action="store_true", help="with --push: open a pull request instead")
     parser.add_argument("--allow-partial", action="store_true",
                         help="dry run only: print the files of a run that may not be published, marked so")
+    # The names of 0.4.2 and before, for one release.
+    parser.add_argument("--dataset-id", action=cli.DeprecatedAlias, new="--dataset", dest="dataset_id")
+    parser.add_argument("--dataset-revision", action=cli.DeprecatedAlias, new="--revision", dest="dataset_revision")
+    parser.add_argument("--out", action=cli.DeprecatedAlias, new="--output-dir", dest="out", type=Path)
     args = parser.parse_args(argv)
     if args.allow_partial and (args.out or args.push):
-        parser.error("--allow-partial is for a dry run only: leave out --out and --push (nothing of a partial run "
-                     "may be published)")
+        parser.error("--allow-partial is for a dry run only: leave out --output-dir and --push (nothing of a "
+                     "partial run may be published)")
     if args.out and args.out.exists() and not args.out.is_dir():
-        parser.error(f"--out {args.out} is a file: give a folder (a checkout of the model repo)")
+        parser.error(f"--output-dir {args.out} is a file: give a folder (a checkout of the model repo)")
     if args.create_pr and not args.push:
         parser.error("--create-pr opens a pull request when pushing: add --push, or leave it out for a dry run")
     # Imported after parsing, so --help loads no heavy dependency (tests/test_script_help.py).
@@ -112,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             write_files(files, args.out)
         except OSError as exc:
-            return refuse(f"cannot write under --out {args.out} ({exc.strerror or exc}): give a writable folder, "
-                          "such as a checkout of the model repo")
+            return refuse(f"cannot write under --output-dir {args.out} ({exc.strerror or exc}): give a writable "
+                          "folder, such as a checkout of the model repo")
         for f in files:
             print(terminal_text(f"wrote {args.out / f.path}"))
     if not args.push:

@@ -146,3 +146,15 @@ def test_the_token_hf_auth_login_saved_is_found_and_a_refusing_hub_exits_3(tmp_p
     assert done.returncode == 3, done.stderr
     assert RecordingHub.requests, "the upload was not tried: the saved token was not found"
     assert hub_endpoint in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_dataset_and_revision_flags_and_their_old_names_name_the_upload(tmp_path: Path, hub_endpoint: str) -> None:
+    env = {**script_env(), "HF_ENDPOINT": hub_endpoint, "HF_HOME": str(tmp_path / "hf")}
+    done = run_publish(tmp_path / "new", "--dry-run", "--dataset", "my-org/Bench", "--revision", "v9.9", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "to datasets/my-org/Bench and tag v9.9" in done.stdout and "warning" not in done.stderr
+    old = run_publish(tmp_path / "old", "--dry-run", "--repo-id", "my-org/Bench", "--tag", "v9.9", env=env)
+    assert old.returncode == 0, old.stderr
+    assert "to datasets/my-org/Bench and tag v9.9" in old.stdout
+    assert "--repo-id is deprecated" in old.stderr and "--tag is deprecated" in old.stderr
+    assert RecordingHub.requests == []

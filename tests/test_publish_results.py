@@ -1,7 +1,7 @@
 """eval.yaml declares the benchmark as the Hub stands, and scripts/publish_results.py turns a complete, official run
 into a model repo's `.eval_results/` files, through huggingface_hub's own types, checked against the release read from
-a real local Hub mirror (olah): printed by default, written with --out, served back by the mirror; anything partial
-or unofficial is refused with what to do.
+a real local Hub mirror (olah): printed by default, written with --output-dir, served back by the mirror; anything
+partial or unofficial is refused with what to do.
 
 The complete run is a release-size synthetic report (reports/synthetic.py) moved onto the release's own task ids,
 images and commit: a real run of 19 tasks x 5 protocols cannot run here, and every check reads only report.json.
@@ -177,7 +177,7 @@ def test_written_files_are_served_back_by_the_hub_mirror_beside_the_dataset_eval
     report = complete_report(release_hub.commit)
     model_dir = tmp_path / "model"
     done = publish_results(str(run_folder(tmp_path / "run", report)), "--model-repo", MODEL_REPO,
-                           "--out", str(model_dir), env=hub_env(release_hub))
+                           "--output-dir", str(model_dir), env=hub_env(release_hub))
     assert done.returncode == 0, done.stderr
     hub_mirror.commit_revision(release_hub.mirrors / "models" / MODEL_REPO, model_dir, "results")
     reader = f"""
@@ -207,10 +207,10 @@ def test_nothing_written_names_a_local_path_the_host_or_the_user(release_hub: Re
                                 "resolved_commit": None, "content_sha256": release_hub.content_sha256}
     report["run"]["run_folder"] = str(tmp_path / "run")
     out = tmp_path / "model"
-    args = (str(run_folder(tmp_path / "run", report)), "--model-repo", MODEL_REPO, "--dataset-id", DEFAULT_DATASET,
-            "--dataset-revision", release_hub.commit)
+    args = (str(run_folder(tmp_path / "run", report)), "--model-repo", MODEL_REPO, "--dataset", DEFAULT_DATASET,
+            "--revision", release_hub.commit)
     printed = publish_results(*args, env=hub_env(release_hub))
-    written = publish_results(*args, "--out", str(out), env=hub_env(release_hub))
+    written = publish_results(*args, "--output-dir", str(out), env=hub_env(release_hub))
     assert printed.returncode == 0 and written.returncode == 0, printed.stderr + written.stderr
     texts = [printed_files(printed.stdout)[p] for p in printed_files(printed.stdout)]
     texts += [f.read_text(encoding="utf-8") for f in out.rglob("*") if f.is_file()]
@@ -279,9 +279,9 @@ def test_a_partial_or_unofficial_run_is_refused_with_the_command_to_complete_it(
     change(report)
     out = tmp_path / "model"
     run = run_folder(tmp_path / "run", report)
-    args = [str(run), "--model-repo", MODEL_REPO, "--dataset-id", DEFAULT_DATASET, "--dataset-revision",
+    args = [str(run), "--model-repo", MODEL_REPO, "--dataset", DEFAULT_DATASET, "--revision",
             release_hub.commit]
-    done = publish_results(*args, "--out", str(out), env=hub_env(release_hub))
+    done = publish_results(*args, "--output-dir", str(out), env=hub_env(release_hub))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "not a complete, official run" in done.stderr and reason in done.stderr, done.stderr
     assert "python scripts/evaluate.py" in done.stderr and "Traceback" not in done.stderr
@@ -290,7 +290,7 @@ def test_a_partial_or_unofficial_run_is_refused_with_the_command_to_complete_it(
     shown = publish_results(*args, "--allow-partial", env=hub_env(release_hub))
     assert shown.returncode == 0, shown.stderr
     assert "NOT PUBLISHABLE" in shown.stdout and reason in shown.stdout and "would commit" not in shown.stdout
-    refused = publish_results(*args, "--out", str(out), "--allow-partial", env=hub_env(release_hub))
+    refused = publish_results(*args, "--output-dir", str(out), "--allow-partial", env=hub_env(release_hub))
     assert refused.returncode == 2 and "dry run only" in refused.stderr and not out.exists()
 
 
@@ -301,7 +301,7 @@ def test_an_unreachable_hub_is_an_infrastructure_error_not_a_pass(release_hub: R
     done = publish_results(str(run), "--model-repo", MODEL_REPO, env=env)
     assert done.returncode == 3, done.stderr
     assert "http://127.0.0.1:9" in done.stderr and "Traceback" not in done.stderr
-    unknown = publish_results(str(run), "--model-repo", MODEL_REPO, "--dataset-revision", COMMIT,
+    unknown = publish_results(str(run), "--model-repo", MODEL_REPO, "--revision", COMMIT,
                               env=hub_env(release_hub))
     assert unknown.returncode == 2 and COMMIT in unknown.stderr, unknown.stderr
 
@@ -313,8 +313,8 @@ def test_a_run_on_a_local_folder_needs_the_hub_dataset_and_its_commit(release_hu
     run = str(run_folder(tmp_path / "run", report))
     done = publish_results(run, "--model-repo", MODEL_REPO, env=hub_env(release_hub))
     assert done.returncode == 2
-    assert "--dataset-id" in done.stderr and "--dataset-revision" in done.stderr
-    tag = publish_results(run, "--model-repo", MODEL_REPO, "--dataset-id", DEFAULT_DATASET, "--dataset-revision",
+    assert "--dataset" in done.stderr and "--revision" in done.stderr
+    tag = publish_results(run, "--model-repo", MODEL_REPO, "--dataset", DEFAULT_DATASET, "--revision",
                           "v0.4.2", env=hub_env(release_hub))
     assert tag.returncode == 2 and "40-hex commit" in tag.stderr
 
@@ -388,3 +388,25 @@ def test_a_value_out_of_range_or_an_unknown_task_fails_validation() -> None:
         validate_results([{**entry, "value": 150}])
     with pytest.raises(ValueError, match="task_id"):
         validate_results([{**entry, "dataset": {**entry["dataset"], "task_id": "pairs"}}])
+
+
+def test_the_old_flag_names_keep_working_for_one_release_with_a_warning(release_hub: ReleaseHub,
+                                                                        tmp_path: Path) -> None:
+    report = complete_report(release_hub.commit)
+    _other_local_rows(report)
+    report["run"]["dataset"]["content_sha256"] = release_hub.content_sha256
+    out = tmp_path / "model"
+    done = publish_results(str(run_folder(tmp_path / "run", report)), "--model-repo", MODEL_REPO, "--dataset-id",
+                           DEFAULT_DATASET, "--dataset-revision", release_hub.commit, "--out", str(out),
+                           env=hub_env(release_hub))
+    assert done.returncode == 0, done.stderr
+    assert (out / GOLD_FILE).is_file()
+    for old, new in (("--dataset-id", "--dataset"), ("--dataset-revision", "--revision"), ("--out", "--output-dir")):
+        assert f"warning: {old} is deprecated and goes in the next release; use {new}" in done.stderr
+
+
+def test_help_shows_the_defaults_and_not_the_old_names() -> None:
+    done = publish_results("--help")
+    assert done.returncode == 0
+    assert "--output-dir" in done.stdout and "(default: None)" in done.stdout
+    assert "--dataset-id" not in done.stdout and "--out " not in done.stdout

@@ -104,10 +104,10 @@ def dataset_ref(report: dict[str, Any], dataset_id: str | None, revision: str | 
         revision = revision or dataset["resolved_commit"]
     if not dataset_id or not revision:
         where = dataset.get("id")
-        raise ResultsError(f"the run read the dataset from {where} without a Hub commit: pass --dataset-id and "
-                           "--dataset-revision (the 40-hex commit of the published revision those rows are)")
+        raise ResultsError(f"the run read the dataset from {where} without a Hub commit: pass --dataset and "
+                           "--revision (the 40-hex commit of the published revision those rows are)")
     if not REPO_ID.match(dataset_id):
-        raise ResultsError(f"--dataset-id {dataset_id!r} is not a Hub id: give it as ORG/NAME")
+        raise ResultsError(f"--dataset {dataset_id!r} is not a Hub id: give it as ORG/NAME")
     if not COMMIT.match(revision):
         raise ResultsError(f"dataset revision {revision!r} is not a commit hash: give the 40-hex commit "
                            "(a tag such as v0.4.2 can move)")
