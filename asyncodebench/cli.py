@@ -321,3 +321,25 @@ def client_for_image(spec: TaskSpec, allow_pull: bool = False) -> DockerClient:
         hint = "" if allow_pull else f"; pull it by digest (docker pull {spec.pinned_ref}) or rerun with --pull"
         raise Exit(EXIT_INFRASTRUCTURE, f"image {spec.pinned_ref} is {image.state}: {image.detail}{hint}")
     return client
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """A script's --help: its docstring as written, and every option's default shown."""
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag name kept working for one release: it sets the new flag's value and warns on stderr.
+
+    `parser.add_argument("--out", action=DeprecatedAlias, new="--output-dir", dest="output_dir", type=Path)`.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        """Set the new flag's value; say which name to use from now on."""
+        print(f"warning: {option_string} is deprecated and goes in the next release; use {self.new}",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)

@@ -1,6 +1,7 @@
 """Paired comparisons of evaluation runs, task by task.
 
     python scripts/compare.py RUN_DIR [RUN_DIR ...] -o compare.html [--json] [--allow-different-datasets]
+                              [--allow-mixed]
 
 Reads each run's report.json and compares (model, protocol) cells over the tasks both scored: each protocol against
 `single` for the same model, each pair of models under the same protocol, and the same cell across runs. Per metric
@@ -12,10 +13,12 @@ count T. The page's notes give the rules in words, with links into docs/METRICS.
 
 Writes the page (-o, default compare.html) with compare.csv and compare.json beside it (same name, other suffix);
 --json prints the JSON record instead of the short summary. Runs on different dataset revisions (or local folders
-with other contents) are refused unless --allow-different-datasets is given; the outputs then say so.
+with other contents) are refused unless --allow-different-datasets is given, runs of different kit versions or report
+schema versions unless --allow-mixed is; the outputs then say so. Each report is checked against
+schemas/report.schema.json first: one of another shape (an older kit's) is refused with the command to rescore it.
 
-Exit codes: 0 written; 2 bad arguments (a run folder without a readable report.json, runs on different datasets
-without the flag, an output folder that cannot be written).
+Exit codes: 0 written; 2 bad arguments (a run folder without a readable, schema-valid report.json, runs on
+different datasets or kits without the flag, an output that cannot be written).
 """
 
 from __future__ import annotations
@@ -36,9 +39,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print the JSON record on standard output")
     parser.add_argument("--allow-different-datasets", action="store_true",
                         help="compare runs made on different dataset revisions (the outputs say so)")
+    parser.add_argument("--allow-mixed", action="store_true",
+                        help="compare runs made by different kit versions or report schemas (the outputs say so)")
     args = parser.parse_args(argv)
     if args.output.suffix.lower() != ".html":
         parser.error(f"-o {args.output}: give a .html file name (compare.csv and compare.json go beside it)")
+    for target in (args.output, args.output.with_suffix(".csv"), args.output.with_suffix(".json")):
+        if target.is_dir():
+            parser.error(f"-o: {target} is a folder; give a .html file name whose .csv and .json are no folders")
     problem = cli.writable_folder_problem(args.output.parent if str(args.output.parent) else Path("."))
     if problem:
         parser.error(f"-o: {problem}; give a folder you can write in")
@@ -63,12 +71,16 @@ def main(argv: list[str] | None = None) -> int:
             raise cli.Exit(cli.EXIT_BAD_ARGUMENTS,
                            f"{path}: cannot read a run report ({exc}); give a run folder holding report.json") from exc
     try:
-        record = compare_runs(runs, allow_mixed=args.allow_different_datasets)
+        record = compare_runs(runs, allow_mixed=args.allow_different_datasets, allow_mixed_kits=args.allow_mixed)
     except ValueError as exc:
         raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, str(exc)) from exc
-    write_json(args.output.with_suffix(".json"), record)
-    write_atomic(args.output.with_suffix(".csv"), csv_text(record))
-    write_atomic(args.output, render_compare(record))
+    try:
+        write_json(args.output.with_suffix(".json"), record)
+        write_atomic(args.output.with_suffix(".csv"), csv_text(record))
+        write_atomic(args.output, render_compare(record))
+    except OSError as exc:
+        raise cli.Exit(cli.EXIT_BAD_ARGUMENTS, f"-o {args.output}: cannot write ({exc.strerror or exc}); give a "
+                       "file name in a folder you can write in") from exc
     if args.json:
         print(json.dumps(record, indent=2))
     else:
@@ -76,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in record["comparisons"]:
             views[c["view"]] = views.get(c["view"], 0) + 1
         print(terminal_text(record["dataset_check"]["message"]))  # it names the runs' datasets and labels
+        if not record["kit_check"]["consistent"]:
+            print(terminal_text(record["kit_check"]["message"]))
         print(f"{len(record['cells'])} cells; comparisons (x {len(record['metrics'])} metrics): "
               + (", ".join(f"{view} {count // len(record['metrics'])}" for view, count in views.items()) or "none"))
         readings: dict[str, int] = {}

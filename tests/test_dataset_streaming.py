@@ -1,9 +1,9 @@
 """`load_dataset(..., streaming=True)` through the Hub API gives the same rows as a normal load, for every config.
 
-Streaming reads the Parquet files by byte ranges. olah ignores `Range`, so the stream goes through a front that
-honours it (tests/helpers/range_proxy.py), as the real Hub does, and the test counts the ranged answers to prove
-that streaming really read the files in parts. The normal load goes to olah directly. Both run in subprocesses because
-`datasets` and `huggingface_hub` read `HF_ENDPOINT` when they are imported.
+Streaming reads the Parquet files by byte ranges. olah ignores `Range`, so the kit's mirror (`hub_mirror.serve`)
+puts a front before it that honours them (`dataset/range_front.py`), as the real Hub does, and the test counts the
+ranged answers to prove that streaming really read the files in parts, for every configuration. Both loads run in
+subprocesses because `datasets` and `huggingface_hub` read `HF_ENDPOINT` when they are imported.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.range_proxy import ServedRange, serve_ranges  # tests/helpers/range_proxy.py
 
 from asyncodebench.dataset import hub_mirror
 from asyncodebench.dataset.export import PARQUET_NAME
 from asyncodebench.dataset.features import FEATURES
 from asyncodebench.dataset.publish import assemble
+from asyncodebench.dataset.range_front import ServedRange
 from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
 pytestmark = pytest.mark.mirror
@@ -60,16 +60,16 @@ def load_through(endpoint: str, streaming: bool, work: Path) -> dict[str, list[d
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The release streamed through the Range front and loaded normally from olah, plus what the front served."""
+    """The release streamed and loaded normally through the kit's mirror, plus the ranged answers of the stream."""
     work = tmp_path_factory.mktemp("streaming")
     assemble(work / "release")
     commit = hub_mirror.commit_revision(work / "mirrors" / "datasets" / DEFAULT_DATASET, work / "release",
                                         DEFAULT_REVISION)
-    with hub_mirror.serve(work / "mirrors", DEFAULT_DATASET) as mirror, serve_ranges(mirror.endpoint) as front:
-        streamed = load_through(front.endpoint, streaming=True, work=work)
-        served = list(front.served)
+    with hub_mirror.serve(work / "mirrors", DEFAULT_DATASET) as mirror:
+        streamed = load_through(mirror.endpoint, streaming=True, work=work)
+        served = list(mirror.front.served)
         loaded = load_through(mirror.endpoint, streaming=False, work=work)
-        yield {"streamed": streamed, "loaded": loaded, "served": served, "commit": commit, "front": front,
+        yield {"streamed": streamed, "loaded": loaded, "served": served, "commit": commit, "front": mirror.front,
                "sizes": {c: (work / "release" / "data" / c / PARQUET_NAME).stat().st_size for c in FEATURES}}
 
 

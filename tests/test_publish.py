@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from helpers.checkout import script_env
 
 from asyncodebench.dataset.publish import assemble, linked_docs
 
@@ -116,7 +116,7 @@ def test_assemble_names_the_missing_file_and_how_to_make_it(tmp_path: Path) -> N
 
 
 def test_dry_run_lists_every_file_and_contacts_no_hub(tmp_path: Path, hub_endpoint: str) -> None:
-    env = {**os.environ, "HF_ENDPOINT": hub_endpoint, "HF_TOKEN": "hf_not_a_real_token",
+    env = {**script_env(), "HF_ENDPOINT": hub_endpoint, "HF_TOKEN": "hf_not_a_real_token",
            "HF_HOME": str(tmp_path / "hf")}
     done = run_publish(tmp_path / "hub", "--dry-run", env=env)
     assert done.returncode == 0, done.stderr
@@ -127,9 +127,34 @@ def test_dry_run_lists_every_file_and_contacts_no_hub(tmp_path: Path, hub_endpoi
 
 
 def test_without_token_and_without_dry_run_it_exits_2_and_says_what_to_set(tmp_path: Path, hub_endpoint: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env = {k: v for k, v in script_env().items() if k != "HF_TOKEN"}
     env.update(HF_ENDPOINT=hub_endpoint, HF_HOME=str(tmp_path / "hf"))
     done = run_publish(tmp_path / "hub", env=env)
     assert done.returncode == 2
     assert "HF_TOKEN" in done.stderr and "--dry-run" in done.stderr
+    assert RecordingHub.requests == []
+
+
+def test_the_token_hf_auth_login_saved_is_found_and_a_refusing_hub_exits_3(tmp_path: Path, hub_endpoint: str) -> None:
+    """No HF_TOKEN, only the token file `hf auth login` writes: the upload is tried against the local server, which
+    answers 500 to everything, and the script says so in one message (exit 3) instead of a traceback."""
+    env = {k: v for k, v in script_env().items() if k != "HF_TOKEN"}
+    env.update(HF_ENDPOINT=hub_endpoint, HF_HOME=str(tmp_path / "hf"))
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "token").write_text("hf_not_a_real_token", encoding="utf-8")
+    done = run_publish(tmp_path / "hub", env=env)
+    assert done.returncode == 3, done.stderr
+    assert RecordingHub.requests, "the upload was not tried: the saved token was not found"
+    assert hub_endpoint in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_dataset_and_revision_flags_and_their_old_names_name_the_upload(tmp_path: Path, hub_endpoint: str) -> None:
+    env = {**script_env(), "HF_ENDPOINT": hub_endpoint, "HF_HOME": str(tmp_path / "hf")}
+    done = run_publish(tmp_path / "new", "--dry-run", "--dataset", "my-org/Bench", "--revision", "v9.9", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "to datasets/my-org/Bench and tag v9.9" in done.stdout and "warning" not in done.stderr
+    old = run_publish(tmp_path / "old", "--dry-run", "--repo-id", "my-org/Bench", "--tag", "v9.9", env=env)
+    assert old.returncode == 0, old.stderr
+    assert "to datasets/my-org/Bench and tag v9.9" in old.stdout
+    assert "--repo-id is deprecated" in old.stderr and "--tag is deprecated" in old.stderr
     assert RecordingHub.requests == []

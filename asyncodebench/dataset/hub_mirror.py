@@ -2,7 +2,8 @@
 for real without the internet.
 
 Each revision is a tagged commit of a git repository laid out as olah's local mirrors expect
-(`<root>/datasets/<org>/<name>`); olah then answers the Hub API and file routes from it, offline.
+(`<root>/datasets/<org>/<name>`); olah then answers the Hub API and file routes from it, offline. olah ignores byte
+ranges, so the endpoint given out is a front that honours them (`range_front`): streaming reads work as on the Hub.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from asyncodebench.dataset.range_front import RangeProxy, serve_ranges
+
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "AsynCodeBench release", "GIT_AUTHOR_EMAIL": "release@asyncodebench.invalid",
     "GIT_COMMITTER_NAME": "AsynCodeBench release", "GIT_COMMITTER_EMAIL": "release@asyncodebench.invalid",
@@ -28,11 +31,14 @@ GIT_IDENTITY = {
 
 @dataclass(frozen=True)
 class HubMirror:
-    """A running mirror: point `HF_ENDPOINT` at `endpoint`."""
+    """A running mirror: point `HF_ENDPOINT` at `endpoint` (the Range-honouring front; `front.served` lists the
+    ranged answers it gave); `olah_endpoint` is olah itself, which answers every range with the whole file."""
 
     endpoint: str
     repo_path: Path
     log_path: Path
+    front: RangeProxy
+    olah_endpoint: str
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -64,7 +70,8 @@ def _free_port() -> int:
 
 @contextmanager
 def serve(mirrors_root: Path, repo_id: str, port: int | None = None, timeout: float = 60) -> Iterator[HubMirror]:
-    """Run olah on 127.0.0.1 over `mirrors_root`, offline; stop it on exit."""
+    """Run olah on 127.0.0.1 over `mirrors_root`, offline, behind a front that honours byte ranges; stop both on
+    exit."""
     port = port or _free_port()
     config = mirrors_root / "olah.toml"
     config.write_text(
@@ -83,7 +90,8 @@ def serve(mirrors_root: Path, repo_id: str, port: int | None = None, timeout: fl
     endpoint = f"http://127.0.0.1:{port}"
     try:
         _wait_until_up(f"{endpoint}/api/datasets/{repo_id}/revision/main", process, log_path, timeout)
-        yield HubMirror(endpoint, mirrors_root / "datasets" / repo_id, log_path)
+        with serve_ranges(endpoint) as front:
+            yield HubMirror(front.endpoint, mirrors_root / "datasets" / repo_id, log_path, front, endpoint)
     finally:
         process.terminate()
         try:

@@ -28,10 +28,12 @@ from typing import Any
 
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.paired import ALPHA, MIN_TASKS_FOR_LABEL, paired, reading
+from asyncodebench.reports.report import REPORT_SCHEMA_VERSION as REPORT_SCHEMA
 from asyncodebench.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from asyncodebench.untrusted import csv_cell
 
-COMPARE_SCHEMA_VERSION = "2.0"  # 2.0: readings, T-matched DRS and CAIL, no interval from one task, notes
+COMPARE_SCHEMA_VERSION = "2.1"  # 2.0: readings, T-matched DRS and CAIL, no interval from one task, notes;
+# 2.1: kit_check
 BASELINE_PROTOCOL = "single"
 # name -> (per-prediction field of report.json, True when higher is better, unit shown)
 METRICS = {
@@ -85,11 +87,19 @@ class Cell:
 
 
 def load_run(path: Path) -> Run:
-    """A run folder or a report.json. Raises OSError or ValueError when it cannot be read as a report."""
+    """A run folder or a report.json, checked against schemas/report.schema.json: a report of another shape (an
+    older kit's under the same schema version, or no report at all) is refused rather than half read. Raises OSError
+    or ValueError when it cannot be read as a report."""
     source = path / "report.json" if path.is_dir() else path
     report = json.loads(source.read_text(encoding="utf-8"))
     if not isinstance(report, dict) or not {"run", "predictions"} <= report.keys():
         raise ValueError(f"{source} is not a run report (no run or predictions)")
+    problem = next(iter(sorted(validator("report").iter_errors(report), key=lambda e: list(e.absolute_path))), None)
+    if problem is not None:
+        where = "/".join(str(p) for p in problem.absolute_path) or "(top)"
+        raise ValueError(f"{source} is not a run report of this kit's format (schema version {REPORT_SCHEMA}) at "
+                         f"{where}: {problem.message[:200]}; rewrite it with this kit: python scripts/evaluate.py "
+                         "PREDICTIONS --run-id <its run id> --rescore")
     return Run(label=report["run"]["run_id"], path=str(source), report=report)
 
 
@@ -121,6 +131,24 @@ def check_datasets(runs: list[Run], allow_mixed: bool) -> dict[str, Any]:
                    + ("Compared anyway (--allow-different-datasets): a task may not be the same task in both runs."
                       if allow_mixed else "Refused: rerun on one revision, or pass --allow-different-datasets."))
     return {"consistent": same, "allowed_mixed": bool(allow_mixed and not same), "identities": identities,
+            "message": message}
+
+
+def check_versions(runs: list[Run], allow_mixed: bool) -> dict[str, Any]:
+    """Whether every run was made by one kit version with one report schema: another kit may grade or count
+    differently, so its numbers are compared only when asked (`allow_mixed`), and the outputs say so."""
+    versions = {run.label: f"kit {run.report['run']['tool']['version']}, "
+                           f"report schema {run.report.get('schema_version')}" for run in runs}
+    same = len(set(versions.values())) <= 1
+    if same:
+        message = f"All runs were made by the same kit: {next(iter(versions.values()), 'none')}."
+    else:
+        listed = "; ".join(f"{label}: {version}" for label, version in versions.items())
+        message = (f"The runs were made by different kits or report schemas ({listed}). "
+                   + ("Compared anyway (--allow-mixed): a difference may come from the kit, not the model."
+                      if allow_mixed else "Refused: rescore the runs with one kit (python scripts/evaluate.py "
+                      "PREDICTIONS --run-id <run id> --rescore), or pass --allow-mixed."))
+    return {"consistent": same, "allowed_mixed": bool(allow_mixed and not same), "versions": versions,
             "message": message}
 
 
@@ -226,13 +254,17 @@ def cell_rows(values: dict[Cell, dict[str, dict[str, float]]]) -> list[dict[str,
     return rows
 
 
-def compare_runs(runs: list[Run], allow_mixed: bool = False) -> dict[str, Any]:
+def compare_runs(runs: list[Run], allow_mixed: bool = False, allow_mixed_kits: bool = False) -> dict[str, Any]:
     """The whole comparison record (compare.json, checked against schemas/compare.schema.json). Raises ValueError,
-    with the check's message, when the runs used different datasets and `allow_mixed` is false."""
+    with the check's message, when the runs used different datasets and `allow_mixed` is false, or were made by
+    different kit versions or report schemas and `allow_mixed_kits` is false."""
     runs = label_runs(runs)
     check = check_datasets(runs, allow_mixed)
     if not check["consistent"] and not allow_mixed:
         raise ValueError(check["message"])
+    kits = check_versions(runs, allow_mixed_kits)
+    if not kits["consistent"] and not allow_mixed_kits:
+        raise ValueError(kits["message"])
     values = task_values(runs)
     counts = checkpoint_counts(runs)
     record = {
@@ -241,6 +273,7 @@ def compare_runs(runs: list[Run], allow_mixed: bool = False) -> dict[str, Any]:
                   "dataset": r.report["run"]["dataset"], "tool_version": r.report["run"]["tool"]["version"],
                   "predictions": len(r.report["predictions"])} for r in runs],
         "dataset_check": check,
+        "kit_check": kits,
         "method": {"difference": "b - a, per task, over the tasks both cells scored",
                    "interval": f"95% percentile bootstrap of the mean difference, {BOOTSTRAP_RESAMPLES} resamples "
                                f"of tasks, seed {BOOTSTRAP_SEED}; none from a single task",

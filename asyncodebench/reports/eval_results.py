@@ -14,12 +14,15 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import quote
 
 import jsonschema
 import yaml
+from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
 from asyncodebench.dataset.protocols import PROTOCOLS
+from asyncodebench.reports.release import Release, run_problems
 from asyncodebench.scoring.trust import TRUST_STATUSES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +65,10 @@ def load_finished_report(run_dir: Path) -> dict[str, Any]:
         report = json.loads(report_path.read_text(encoding="utf-8"))
         schema = json.loads(REPORT_SCHEMA.read_text(encoding="utf-8"))
         jsonschema.validate(report, schema)
-    except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
+    except OSError as exc:
+        raise ResultsError(f"cannot read {report_path} ({exc.strerror or exc}): give a run folder you can read") \
+            from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, jsonschema.ValidationError) as exc:
         raise ResultsError(f"{report_path} is not a valid run report ({str(exc).splitlines()[0]}); rerun "
                            "`python scripts/evaluate.py PREDICTIONS --run-id <its run id> --rescore` to rewrite it"
                            ) from exc
@@ -98,10 +104,10 @@ def dataset_ref(report: dict[str, Any], dataset_id: str | None, revision: str | 
         revision = revision or dataset["resolved_commit"]
     if not dataset_id or not revision:
         where = dataset.get("id")
-        raise ResultsError(f"the run read the dataset from {where} without a Hub commit: pass --dataset-id and "
-                           "--dataset-revision (the 40-hex commit of the published revision those rows are)")
+        raise ResultsError(f"the run read the dataset from {where} without a Hub commit: pass --dataset and "
+                           "--revision (the 40-hex commit of the published revision those rows are)")
     if not REPO_ID.match(dataset_id):
-        raise ResultsError(f"--dataset-id {dataset_id!r} is not a Hub id: give it as ORG/NAME")
+        raise ResultsError(f"--dataset {dataset_id!r} is not a Hub id: give it as ORG/NAME")
     if not COMMIT.match(revision):
         raise ResultsError(f"dataset revision {revision!r} is not a commit hash: give the 40-hex commit "
                            "(a tag such as v0.4.2 can move)")
@@ -157,26 +163,39 @@ def cleared_results(report: dict[str, Any], model: str, review: dict[str, Any] |
     return [e for e in entries if (e["line"], e["task_id"], e["protocol"]) in mine]
 
 
+def publication_problems(report: dict[str, Any], model: str, release: Release) -> list[str]:
+    """Why the model's results in the run may not be published as the benchmark's (empty: they may): see
+    `release.run_problems`, over every protocol the model ran."""
+    protocols = sorted({row["protocol"] for row in report["summary"] if row["model_name_or_path"] == model},
+                       key=lambda p: PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS))
+    return run_problems(report, model, protocols, release)
+
+
+def source_url(endpoint: str, model_repo: str, revision: str, path: str) -> str:
+    """Where a file of the model repo is shown at `revision`: `main`, or `refs/pr/N` for a pull request (the Hub
+    spells the ref with its slashes escaped)."""
+    return f"{endpoint.rstrip('/')}/{model_repo}/blob/{quote(revision, safe='')}/{path}"
+
+
 def build_files(report: dict[str, Any], model_repo: str, endpoint: str, *, model: str | None = None,
                 dataset_id: str | None = None, revision: str | None = None,
-                eval_yaml: Path = EVAL_YAML, review: dict[str, Any] | None = None) -> list[ResultsFile]:
+                eval_yaml: Path = EVAL_YAML, review: dict[str, Any] | None = None,
+                repo_revision: str = "main") -> list[ResultsFile]:
     """The model repo's results files (one per protocol the model ran) and the run's provenance file; with a review
-    file, the entries clearing the model's `needs_review` results go into the provenance and beside it."""
+    file, the entries clearing the model's `needs_review` results go into the provenance and beside it.
+    `repo_revision` is where the files will be in the model repo (`refs/pr/N` for a pull request), so `source.url`
+    points where the provenance is. Whether the run may be published is `publication_problems`' answer, not this."""
     if not REPO_ID.match(model_repo or ""):
         raise ResultsError(f"--model-repo {model_repo!r} is not a Hub model id: give it as ORG/NAME")
     model = pick_model(report, model)
     dataset_id, revision = dataset_ref(report, dataset_id, revision)
     run = report["run"]
     rows = [row for row in report["summary"] if row["model_name_or_path"] == model]
-    broken = [f"{row['protocol']}: {row['infrastructure_errors']}" for row in rows if row["infrastructure_errors"]]
-    if broken:
-        raise ResultsError(f"{model} has infrastructure errors ({'; '.join(broken)}), so its scores leave tasks "
-                           "out: fix the cause and rerun the same --run-id, then publish")
     cleared = cleared_results(report, model, review)
     tasks = set(eval_yaml_tasks(eval_yaml))
     images = run["images"]
     provenance_path = f"{PROVENANCE_FOLDER}/{run['run_id']}.json"
-    source_url = f"{endpoint.rstrip('/')}/{model_repo}/blob/main/{provenance_path}"
+    url = source_url(endpoint, model_repo, repo_revision, provenance_path)
     files = []
     for row in sorted(rows, key=lambda r: PROTOCOLS.index(r["protocol"]) if r["protocol"] in PROTOCOLS else 99):
         if row["protocol"] not in tasks:
@@ -184,21 +203,21 @@ def build_files(report: dict[str, Any], model_repo: str, endpoint: str, *, model
         fsr = row["fsr"]["mean"]
         if fsr is None:
             continue  # nothing scored under this protocol: no leaderboard value to give
-        entry = {
-            "dataset": {"id": dataset_id, "task_id": row["protocol"], "revision": revision},
-            "value": round(fsr * 100, 2),
-            "date": run["finished_at"][:10],
-            "source": {"url": source_url, "name": "AsynCodeBench run provenance"},
-            "evaluation_framework": FRAMEWORK,
-            "notes": (f"FSR % over {row['tasks']} tasks; AsynCodeBench kit {run['tool']['version']}; "
-                      f"run {run['run_id']}; images sha256:{image_digest(images)}"),
-        }
+        entry = EvalResultEntry(
+            dataset_id=dataset_id, task_id=row["protocol"], value=round(fsr * 100, 2), dataset_revision=revision,
+            date=run["finished_at"][:10], source_url=url, source_name="AsynCodeBench run provenance",
+            notes=(f"FSR % over {row['tasks']} tasks; AsynCodeBench kit {run['tool']['version']}; "
+                   f"run {run['run_id']}; images sha256:{image_digest(images)}"))
         files.append(ResultsFile(f"{RESULTS_FOLDER}/{FRAMEWORK}_{row['protocol']}.yaml", dump_results([entry])))
     if not files:
         raise ResultsError(f"{model} has no scored protocol in this run: nothing to publish")
+    dataset = run["dataset"]
     provenance = {
-        "model_name_or_path": model, "run_id": run["run_id"], "kit": run["tool"],
-        "dataset": {**run["dataset"], "published_id": dataset_id, "published_revision": revision},
+        "model_name_or_path": model, "run_id": run["run_id"],
+        "kit": {k: run["tool"].get(k) for k in ("name", "version", "python")},
+        # Where the rows came from, without the run's own paths: a local folder is named only by its content.
+        "dataset": {"source": dataset["source"], "id": dataset_id, "revision": revision,
+                    "content_sha256": dataset.get("content_sha256")},
         "finished_at": run["finished_at"], "image_set_sha256": image_digest(images),
         "images": {info["task_id"]: info["pinned_ref"] for info in images.values()},
         "summary": rows,
@@ -214,10 +233,12 @@ def build_files(report: dict[str, Any], model_repo: str, endpoint: str, *, model
     return files
 
 
-def dump_results(entries: list[dict[str, Any]]) -> str:
-    """The YAML text of a results file, checked against schemas/eval_results.schema.json first."""
-    validate_results(entries)
-    return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True)
+def dump_results(entries: list[EvalResultEntry]) -> str:
+    """The YAML text of a results file, as huggingface_hub writes the format, checked against
+    schemas/eval_results.schema.json first."""
+    data = eval_result_entries_to_yaml(entries)
+    validate_results(data)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def validate_results(entries: Any) -> None:
@@ -238,12 +259,24 @@ def write_files(files: list[ResultsFile], out_dir: Path) -> None:
         target.write_text(f.text, encoding="utf-8")
 
 
-def push(files: list[ResultsFile], model_repo: str, token: str, create_pr: bool) -> str:
-    """Commit the files to the model repo (as a pull request when asked); return the commit's URL."""
+def push(files_at: Callable[[str], list[ResultsFile]], model_repo: str, token: str, create_pr: bool) -> str:
+    """Commit the files to the model repo and return the commit's (or the pull request's) URL. `files_at` builds
+    them for the revision they will be at: for a pull request, the pull request is opened first, so `source.url`
+    names its ref (`refs/pr/N`), which still shows the files once it is merged."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(token=token)
-    operations = [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.text.encode()) for f in files]
-    info = api.create_commit(repo_id=model_repo, repo_type="model", operations=operations, create_pr=create_pr,
-                             commit_message="Add AsynCodeBench evaluation results")
-    return info.pr_url if create_pr and info.pr_url else info.commit_url
+    message = "Add AsynCodeBench evaluation results"
+
+    def operations(revision: str) -> list[CommitOperationAdd]:
+        return [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.text.encode()) for f in files_at(revision)]
+
+    if not create_pr:
+        return api.create_commit(repo_id=model_repo, repo_type="model", operations=operations("main"),
+                                 commit_message=message).commit_url
+    pr = api.create_pull_request(repo_id=model_repo, repo_type="model", title=message,
+                                 description="Results written by AsynCodeBench's scripts/publish_results.py.")
+    ref = f"refs/pr/{pr.num}"
+    api.create_commit(repo_id=model_repo, repo_type="model", operations=operations(ref), commit_message=message,
+                      revision=ref)
+    return str(pr.url)

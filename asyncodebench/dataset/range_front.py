@@ -1,10 +1,12 @@
-"""An HTTP front for the olah Hub mirror that honours `Range` requests, as the real Hub does.
+"""An HTTP front for the olah Hub mirror that honours `Range` requests, as the real Hub does (`hub_mirror.serve`
+puts it before olah, so every user of the mirror gets it).
 
 olah answers a ranged GET with the whole file and status 200. Streaming readers (`HfFileSystem` under
 `load_dataset(..., streaming=True)`) ask for byte ranges of the Parquet files and take what comes back as that range,
 so through olah alone a Parquet footer is read from the wrong bytes. This front forwards every request to the mirror
 unchanged, except that a ranged GET is answered with `206 Partial Content` and exactly the bytes asked for; each
-such answer is recorded, so a test can prove the ranges were really served.
+such answer is recorded, so a test can prove the ranges were really served. Every other request and answer passes
+through unchanged (redirects rewritten to the front).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class RangeProxy:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, served: ServedRange) -> None:
+        """Keep one ranged answer (handler threads answer at once)."""
         with self.lock:
             self.served.append(served)
 
@@ -83,7 +86,7 @@ def _handler(proxy: RangeProxy) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             headers = {k: v for k, v in self.headers.items() if k.lower() not in DROPPED_REQUEST_HEADERS}
-            connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+            connection = http.client.HTTPConnection(upstream.hostname or "127.0.0.1", upstream.port, timeout=60)
             try:
                 connection.request(self.command, self.path, body=body, headers=headers)
                 response = connection.getresponse()
