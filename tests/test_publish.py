@@ -25,7 +25,8 @@ HUB_FILES = {
     # the pictures the card shows, so they are not broken on the Hub
     "docs/screenshots/report-demo.png", "docs/screenshots/report-demo-390.png",
     "docs/screenshots/report-synthetic-timelines.png",
-    "docs/screenshots/compare-synthetic.png",
+    "docs/screenshots/compare-synthetic.png", "docs/screenshots/timeline-synthetic.png",
+    "docs/screenshots/timeline-synthetic-390.png", "docs/screenshots/timeline-caid-manager.png",
     # the kit's pages the card links to (or pages those link to), so its links (and the comparison page's notes)
     # open on the Hub
     "docs/METRICS.md", "docs/probe_attribution.md", "docs/fields.md", "docs/loading.md", "docs/dataset_creation.md",
