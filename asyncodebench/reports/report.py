@@ -27,7 +27,7 @@ from asyncodebench.scoring.bootstrap import MeanEstimate, macro_mean
 from asyncodebench.scoring.trust import TRUST_STATUSES, trust_status_of_result
 from asyncodebench.untrusted import csv_cell, markdown_cell, markdown_text, plain_text
 
-REPORT_SCHEMA_VERSION = "1.0"
+REPORT_SCHEMA_VERSION = "1.1"  # 1.1: monitor, timeline_source/reason, self_reported_timelines
 METRICS_DOC = "docs/METRICS.md"  # the kit's copy of the metrics document; notes link to its copy on the Hub
 METRICS_URL = f"https://huggingface.co/datasets/{DEFAULT_DATASET}/blob/{DEFAULT_REVISION}/{METRICS_DOC}"
 OUTPUT_TAIL_LINES, OUTPUT_TAIL_CHARS = 30, 2048  # of evaluator_output.txt, per report row (the file keeps 1 MB)
