@@ -138,7 +138,7 @@ def synthetic_inputs(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
     file = PredictionFile(path="synthetic.jsonl", sha256="0" * 64, predictions=predictions, problems=())
     metadata = {
         "run_id": run_id, "tool": {"name": "asyncodebench", "version": "synthetic", "python": "n/a"},
-        "dataset": DATASET, "predictions_file": {"path": "synthetic.jsonl", "sha256": "0" * 64},
+        "dataset": dict(DATASET), "predictions_file": {"path": "synthetic.jsonl", "sha256": "0" * 64},
         "settings": {"run_probes": True, "mode": "synthetic"},
         "images": {t["task_id"]: {"task_id": t["task_id"], "pinned_ref": f"example.invalid/{t['task_id'][10:]}@sha256:"
                                   + "0" * 64, "state": "match"} for t in layout},
