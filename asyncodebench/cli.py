@@ -142,15 +142,21 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_seconds(text: str) -> float:
-    """A finite number of seconds above 0."""
+def positive_number(text: str, not_a_number: str, not_positive: str) -> float:
+    """A finite number above 0; the messages say what is wrong with `text` otherwise."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds: give one above 0, such as 20") from None
+        raise argparse.ArgumentTypeError(f"{text!r} {not_a_number}") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} seconds: give a number of seconds above 0, such as 20")
+        raise argparse.ArgumentTypeError(f"{text!r} {not_positive}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds above 0."""
+    return positive_number(text, "is not a number of seconds: give one above 0, such as 20",
+                           "seconds: give a number of seconds above 0, such as 20")
 
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:

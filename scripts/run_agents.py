@@ -37,7 +37,6 @@ kept failing: the scenarios it hit are not finished, or invalid; rerun to resume
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,13 +49,8 @@ from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 
 def dollars(text: str) -> float:
     """An amount of US dollars above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an amount: give US dollars, such as 3 or 0.5") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an amount above 0, such as 3 or 0.5")
-    return value
+    return cli.positive_number(text, "is not an amount: give US dollars, such as 3 or 0.5",
+                               "must be an amount above 0, such as 3 or 0.5")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
