@@ -122,16 +122,10 @@ def dataset_identity(report: dict[str, Any]) -> str:
 def check_datasets(runs: list[Run], allow_mixed: bool) -> dict[str, Any]:
     """Whether every run used the same dataset; the message names each run's when they differ."""
     identities = {run.label: dataset_identity(run.report) for run in runs}
-    same = len(set(identities.values())) <= 1
-    if same:
-        message = f"All runs used the same dataset: {next(iter(identities.values()), 'none')}."
-    else:
-        listed = "; ".join(f"{label}: {identity}" for label, identity in identities.items())
-        message = (f"The runs used different datasets ({listed}). "
-                   + ("Compared anyway (--allow-different-datasets): a task may not be the same task in both runs."
-                      if allow_mixed else "Refused: rerun on one revision, or pass --allow-different-datasets."))
-    return {"consistent": same, "allowed_mixed": bool(allow_mixed and not same), "identities": identities,
-            "message": message}
+    return _one_for_all(identities, "identities", allow_mixed, "All runs used the same dataset",
+                        "The runs used different datasets",
+                        "Compared anyway (--allow-different-datasets): a task may not be the same task in both runs.",
+                        "Refused: rerun on one revision, or pass --allow-different-datasets.")
 
 
 def check_versions(runs: list[Run], allow_mixed: bool) -> dict[str, Any]:
@@ -139,17 +133,24 @@ def check_versions(runs: list[Run], allow_mixed: bool) -> dict[str, Any]:
     differently, so its numbers are compared only when asked (`allow_mixed`), and the outputs say so."""
     versions = {run.label: f"kit {run.report['run']['tool']['version']}, "
                            f"report schema {run.report.get('schema_version')}" for run in runs}
-    same = len(set(versions.values())) <= 1
+    return _one_for_all(versions, "versions", allow_mixed, "All runs were made by the same kit",
+                        "The runs were made by different kits or report schemas",
+                        "Compared anyway (--allow-mixed): a difference may come from the kit, not the model.",
+                        "Refused: rescore the runs with one kit (python scripts/evaluate.py PREDICTIONS --run-id "
+                        "<run id> --rescore), or pass --allow-mixed.")
+
+
+def _one_for_all(values: dict[str, str], key: str, allow_mixed: bool, same_text: str, differ_text: str,
+                 allowed_text: str, refused_text: str) -> dict[str, Any]:
+    """A consistency check over one value per run: consistent when all runs share it, else the message lists each
+    run's and says whether the comparison went on (`allow_mixed`)."""
+    same = len(set(values.values())) <= 1
     if same:
-        message = f"All runs were made by the same kit: {next(iter(versions.values()), 'none')}."
+        message = f"{same_text}: {next(iter(values.values()), 'none')}."
     else:
-        listed = "; ".join(f"{label}: {version}" for label, version in versions.items())
-        message = (f"The runs were made by different kits or report schemas ({listed}). "
-                   + ("Compared anyway (--allow-mixed): a difference may come from the kit, not the model."
-                      if allow_mixed else "Refused: rescore the runs with one kit (python scripts/evaluate.py "
-                      "PREDICTIONS --run-id <run id> --rescore), or pass --allow-mixed."))
-    return {"consistent": same, "allowed_mixed": bool(allow_mixed and not same), "versions": versions,
-            "message": message}
+        listed = "; ".join(f"{label}: {value}" for label, value in values.items())
+        message = f"{differ_text} ({listed}). " + (allowed_text if allow_mixed else refused_text)
+    return {"consistent": same, "allowed_mixed": bool(allow_mixed and not same), key: values, "message": message}
 
 
 def task_values(runs: list[Run]) -> dict[Cell, dict[str, dict[str, float]]]:
