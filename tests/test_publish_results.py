@@ -306,6 +306,17 @@ def test_an_unreachable_hub_is_an_infrastructure_error_not_a_pass(release_hub: R
     assert unknown.returncode == 2 and COMMIT in unknown.stderr, unknown.stderr
 
 
+def test_a_commit_in_the_cache_is_read_when_the_hub_gives_no_answer(release_hub: ReleaseHub, tmp_path: Path) -> None:
+    # fetch_release asks the Hub once and, when nothing answers, reads only the cache instead of retrying
+    run = str(run_folder(tmp_path / "run", complete_report(release_hub.commit)))
+    env = {**hub_env(release_hub), "HF_HOME": str(tmp_path / "hf")}
+    online = publish_results(run, "--model-repo", MODEL_REPO, env=env)
+    assert online.returncode == 0, online.stderr
+    offline = publish_results(run, "--model-repo", MODEL_REPO, env={**env, "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert offline.returncode == 0, offline.stderr
+    assert printed_files(offline.stdout).keys() == printed_files(online.stdout).keys()
+
+
 def test_a_run_on_a_local_folder_needs_the_hub_dataset_and_its_commit(release_hub: ReleaseHub,
                                                                      tmp_path: Path) -> None:
     report = complete_report(release_hub.commit)

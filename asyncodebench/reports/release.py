@@ -42,14 +42,27 @@ class Release:
 
 def fetch_release(dataset_id: str, commit: str) -> Release:
     """The release's rows at `commit`, downloaded into the Hugging Face cache (Parquet files only)."""
-    from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub import HfApi, constants, snapshot_download
+    from huggingface_hub.errors import (HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
     from huggingface_hub.utils import disable_progress_bars
 
     disable_progress_bars()
+    # One quick request first: when the Hub gives no answer at all, only the cache is read (a commit downloaded
+    # before is still found, as huggingface_hub does offline), where snapshot_download would retry its file listing
+    # for half a minute before reading the cache.
+    no_answer: Exception | None = None
     try:
-        folder = snapshot_download(dataset_id, repo_type="dataset", revision=commit, allow_patterns=[PARQUET_PATTERN])
+        HfApi().dataset_info(dataset_id, revision=commit)
+    except HfHubHTTPError:  # it answered: snapshot_download below meets the same answer and it is mapped there
+        pass
+    except Exception as exc:  # the HTTP client's or the OS's: nothing answered
+        no_answer = exc
+    try:
+        folder = snapshot_download(dataset_id, repo_type="dataset", revision=commit, allow_patterns=[PARQUET_PATTERN],
+                                   local_files_only=no_answer is not None)
     except Exception as exc:  # the HTTP client's, the Hub's or the OS's
+        exc = no_answer or exc  # why the Hub could not be read, not that the cache lacks the commit
         # The Hub answers an unknown commit with RevisionNotFoundError; a mirror may answer its file tree with "entry
         # not found", which snapshot_download hands on as the cause of a cache miss.
         if isinstance(exc, RevisionNotFoundError) or isinstance(exc.__cause__, RemoteEntryNotFoundError):
