@@ -43,8 +43,12 @@ class Release:
 def fetch_release(dataset_id: str, commit: str) -> Release:
     """The release's rows at `commit`, downloaded into the Hugging Face cache (Parquet files only)."""
     from huggingface_hub import HfApi, constants, snapshot_download
-    from huggingface_hub.errors import (HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
     from huggingface_hub.utils import disable_progress_bars
 
     disable_progress_bars()
