@@ -10,6 +10,7 @@ assembled and schema-checked by `report.build_report`, as a real run's is. Nothi
 from __future__ import annotations
 
 import random
+from dataclasses import asdict
 from typing import Any
 
 from asyncodebench.dataset.protocols import PROTOCOLS
@@ -101,7 +102,8 @@ def _result(rng: random.Random, task: dict[str, Any], model: str, skill: float, 
         "patch": {"status": "applied", "empty": False, "unsafe_paths": [], "changed_paths": []},
         "evaluator": {"command": [], "exit_code": 0 if success else 1, "timed_out": False,
                       "killed_by_watchdog": False, "seconds": None, "failure_kind": None, "synthetic_summary": False,
-                      "summary": {}},
+                      "summary": {"passed": passed, "failed": total - passed, "errors": 0, "skipped": 0, "xfailed": 0,
+                                  "total": total, "collected": total}},
         "protection": {"canonical_ref": None, "hazards_removed": [], "restored_paths": [],
                        "untracked_paths_removed": [], "image_plugins": [], "out_of_scope_paths": []},
         # no review record: these results show review flags as n/a, as one written before review flags does
@@ -109,9 +111,9 @@ def _result(rng: random.Random, task: dict[str, Any], model: str, skill: float, 
                       "baseline": None},
         "probes": {"mode": "batch", "statuses": {}}, "dependencies": [],
         "adpr": metrics.adpr, "adpr_numerator": metrics.final_pass_count, "adpr_denominator": metrics.dependency_count,
-        "run_metrics": {k: getattr(metrics, k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean",
-                                                         "cail_penalized_mean", "unresolved_count")},
-        "integration": None, "sad_proxy": {"label": "synthetic", "dependencies_enabled": [], "candidates": []},
+        "run_metrics": {**asdict(metrics), "dependencies": [asdict(d) for d in metrics.dependencies]},
+        "integration": None,
+        "sad_proxy": {"label": "synthetic", "dependencies_enabled": [], "candidate_count": 0, "candidates": []},
         "dependency_trace": trace,
     }
 
@@ -134,7 +136,8 @@ def synthetic_inputs(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
                      points: int = 52, seed: int = 0, infrastructure_errors: int = 2,
                      run_id: str = "synthetic") -> tuple[dict[str, Any], PredictionFile, list[dict[str, Any]]]:
     """What `synthetic_report` builds its report from (run metadata, predictions file, result records as
-    result.json holds them), for tests that change the results before the report is built (`typed_results`)."""
+    result.json holds them, schema-valid but for `schema_version`), for tests that change the results before the
+    report is built (`typed_results`)."""
     rng = random.Random(seed)
     layout = task_layout(tasks, points)
     results: list[dict[str, Any]] = []
