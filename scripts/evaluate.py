@@ -38,6 +38,7 @@ from asyncodebench.untrusted import terminal_text  # light, as cli: what the run
 # The rest of the kit is imported once the arguments are parsed: --help and a bad flag answer at once.
 if TYPE_CHECKING:
     from asyncodebench.run.config import RunConfig, RunState
+    from asyncodebench.run.prediction_result import PredictionResult
 
 
 class Terminated(KeyboardInterrupt):
@@ -139,7 +140,7 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     )
 
 
-def _monitor(config: RunConfig, state: RunState, results: list[dict]) -> list[dict]:
+def _monitor(config: RunConfig, state: RunState, results: list[PredictionResult]) -> list[PredictionResult]:
     """Ask the monitor model about the run's results (agents.monitor); the results as they are afterwards."""
     from asyncodebench.agents.adapter import CallLimits, ModelEndpoint
     from asyncodebench.agents.monitor import monitor_run
@@ -156,7 +157,7 @@ def _monitor(config: RunConfig, state: RunState, results: list[dict]) -> list[di
           f"suspicious), {counts['unusable']} unusable, {counts['unreachable']} unreachable (asked again when the "
           "same run id is run again)", file=sys.stderr)
     folders = [prediction_folder(config.run_dir, p) for p in state.file.predictions]
-    return [store.read_json(f / store.RESULT) for f in folders if (f / store.RESULT).exists()]
+    return store.read_results(folders)
 
 
 def _ray_resources(text: str) -> dict[str, float]:

@@ -408,11 +408,11 @@ diff --git a/pkg/other.py b/pkg/other.py
 def test_example_e_micro_adpr_pools_the_dependency_points_of_every_task() -> None:
     """The report's micro ADPR over the same three tasks: (2 + 1 + 0) / (2 + 2 + 4) = 0.375, not the macro 0.5."""
     from asyncodebench.reports.report import summarize
-    from asyncodebench.reports.synthetic import synthetic_inputs
+    from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 
     _, _, results = synthetic_inputs(tasks=3, models=("m",), protocols=("single",), infrastructure_errors=0)
     for result, run in zip(results, [_final_only([True, True]), _final_only([True, False]), _final_only([False] * 4)],
                            strict=True):
         result.update(adpr=run.adpr, adpr_numerator=run.final_pass_count, adpr_denominator=run.dependency_count)
-    (row,) = summarize(results)
+    (row,) = summarize(typed_results(results))
     assert row["micro_adpr"] == pytest.approx(0.375) and row["mean_adpr"]["mean"] == pytest.approx(0.5)

@@ -16,6 +16,8 @@ from helpers.predictions import example_predictions
 
 from asyncodebench.agents.monitor import MonitorVerdict, verdict_of, wanted
 from asyncodebench.agents.scripted_server import ScriptedServer, parse_scripts
+from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.run.prediction_result import PredictionResult
 from asyncodebench.scoring.trust import trust_of
 
 SUSPICIOUS = {"suspicious": True, "lines": ["src/minicache/core.py:12"], "why": "it answers the tests' inputs"}
@@ -41,12 +43,18 @@ def test_only_a_suspicious_answer_changes_the_trust_status() -> None:
 
 
 def test_which_results_the_monitor_reads() -> None:
-    flagged = {"status": "evaluated", "integrity": {"review": {"count": 1, "high": 1, "flags": []}}}
-    plain = {"status": "evaluated", "integrity": {"review": {"count": 0, "high": 0, "flags": []}}}
+    _, _, (record, failed) = synthetic_inputs(tasks=1, points=1, models=("m",), protocols=("single", "async_private"),
+                                              infrastructure_errors=1)
+
+    def result(**integrity: Any) -> PredictionResult:
+        return PredictionResult.from_json({**record, "integrity": {**record["integrity"], **integrity}})
+
+    flagged, plain = result(review={"count": 1, "high": 1, "flags": []}), result(review={"count": 0, "high": 0,
+                                                                                          "flags": []})
     assert (wanted(flagged, "flagged"), wanted(plain, "flagged"), wanted(plain, "all")) == (True, False, True)
-    assert not wanted({"status": "infrastructure_error"}, "all")
+    assert not wanted(PredictionResult.from_json(failed), "all")
     for status, again in (("answered", False), ("unusable", False), ("unreachable", True)):
-        done = {**plain, "integrity": {**plain["integrity"], "monitor": {"status": status}}}
+        done = result(review={"count": 0, "high": 0, "flags": []}, monitor={"status": status})
         assert wanted(done, "all") is again, status
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from asyncodebench.reports.report import OUTPUT_TAIL_CHARS, OUTPUT_TAIL_LINES, build_report, output_tail
-from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.runfolder import prediction_path
 
@@ -42,8 +42,9 @@ def test_build_report_reads_the_tail_from_the_run_folder(tmp_path: Path) -> None
                                                    first["model_name_or_path"], None, "", (), {}, {}))
     folder.mkdir(parents=True)
     (folder / "evaluator_output.txt").write_text("== 1 failed in 0.1s ==\n")
-    report = build_report({**metadata, "run_folder": str(tmp_path)}, file, results)  # schema-checked inside
+    typed = typed_results(results)
+    report = build_report({**metadata, "run_folder": str(tmp_path)}, file, typed)  # schema-checked inside
     rows = report["predictions"]
     assert rows[0]["output_tail"] == "== 1 failed in 0.1s =="
     assert "output_tail" not in rows[1]  # an infrastructure error has no evaluator output
-    assert "output_tail" not in build_report(metadata, file, results)["predictions"][0]  # no run folder
+    assert "output_tail" not in build_report(metadata, file, typed)["predictions"][0]  # no run folder

@@ -68,3 +68,42 @@ def test_every_result_of_the_demo_run_reads_back_to_the_same_bytes(shared_demo_r
         assert [json.dumps(c) for c in result.checkpoints] == checkpoints
         statuses.add(result.status)
     assert len(folders) >= 15 and "evaluated" in statuses
+
+
+def test_reports_read_the_results_the_run_folder_holds(tmp_path: Path) -> None:
+    """The synthetic stand-ins are results the schema accepts; written to prediction folders and read back with
+    `store.read_results` (a folder without a result skipped), they give the report the typed records give."""
+    from asyncodebench.reports.report import build_report
+    from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
+
+    metadata, file, records = synthetic_inputs(tasks=2, points=3, models=("m",), protocols=("single", "async_private"))
+    folders = []
+    for result in typed_results(records):
+        folder = tmp_path / str(result.identity.line)
+        folder.mkdir()
+        store.write_result(folder, result)  # checked against schemas/result.schema.json
+        folders.append(folder)
+    (tmp_path / "unfinished").mkdir()
+    read = store.read_results([*folders[:2], tmp_path / "unfinished", *folders[2:]])
+    assert read == typed_results(records)
+    assert build_report(metadata, file, read) == build_report(metadata, file, typed_results(records))
+
+
+def test_the_old_result_rules_are_the_typed_records(tmp_path: Path) -> None:
+    """A result written before review flags, out-of-scope paths and image provenance existed reads as one that was
+    not reviewed (n/a, not 0), changed nothing outside its paths and ran on the official image: the report's row
+    says so from the typed record alone."""
+    from asyncodebench.reports.report import prediction_row
+    from asyncodebench.reports.synthetic import synthetic_inputs
+
+    _, _, (record, *_) = synthetic_inputs(tasks=1, points=1, models=("m",), protocols=("single",),
+                                          infrastructure_errors=0)
+    reviewed = {**record, "integrity": {**record["integrity"], "review": {"count": 0, "flags": []}}}
+    old = json.loads(json.dumps(record))
+    del old["protection"]["out_of_scope_paths"]
+    del old["image"]["provenance"]
+    row = prediction_row(PredictionResult.from_json(old))
+    assert (row["review_flag_count"], row["review_flags"], row["out_of_scope_paths"], row["image_provenance"]) == (
+        None, [], [], "official")
+    assert prediction_row(PredictionResult.from_json(reviewed))["review_flag_count"] == 0
+    assert "review" not in PredictionResult.from_json(old).to_json()["integrity"]  # not written as null

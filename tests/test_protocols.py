@@ -23,6 +23,17 @@ def test_the_five_protocols_in_release_order_with_their_display_names() -> None:
     assert MULTI_AGENT_PROTOCOLS == PROTOCOLS[1:]
     assert INTEGRATED_PROTOCOLS == ("serial_specialists", "async_private", "caid_manager")
     assert protocols.SERIAL_PROTOCOLS == ("serial_specialists",)
+    assert protocols.MANAGER_PROTOCOLS == ("caid_manager", "async_manager")
+    assert protocols.ONE_AT_A_TIME_PROTOCOLS == ("single", "serial_specialists")
+
+
+def test_the_agent_runner_reads_its_protocols_from_the_registry() -> None:
+    """Every protocol of the registry has a runner, the ones it marks managed in `managed.py`."""
+    from asyncodebench.agents import managed
+    from asyncodebench.agents.protocols import IMPLEMENTED, RUNNERS
+
+    assert IMPLEMENTED == PROTOCOLS
+    assert tuple(managed.RUNNERS) == protocols.MANAGER_PROTOCOLS and not set(RUNNERS) & set(managed.RUNNERS)
 
 
 def test_the_protocol_table_names_the_same_protocols_in_the_same_order() -> None:

@@ -30,7 +30,7 @@ from asyncodebench.dataset.publish import assemble
 from asyncodebench.dataset.rows import DEFAULT_DATASET, load_published
 from asyncodebench.reports.eval_results import build_files, source_url, validate_results
 from asyncodebench.reports.report import build_report
-from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 
 pytestmark = pytest.mark.mirror
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,7 +120,7 @@ def complete_report(commit: str, run_id: str = "complete-run") -> dict[str, Any]
         image_sources={t: {"pinned_ref": pinned[t], "provenance": "official"} for t in ids},
         dependency_points={k: {**v, "task_id": rename[v["task_id"]]} for k, v in metadata["dependency_points"].items()},
         tool={"name": "asyncodebench", "version": "0.4.2", "python": "3.11.9"})
-    return build_report(metadata, file, results)
+    return build_report(metadata, file, typed_results(results))
 
 
 def run_folder(where: Path, report: dict[str, Any]) -> Path:
@@ -321,7 +321,7 @@ def test_a_run_on_a_local_folder_needs_the_hub_dataset_and_its_commit(release_hu
 
 def test_a_run_with_several_models_needs_model_and_names_them(tmp_path: Path) -> None:
     metadata, file, results = synthetic_inputs(tasks=2, models=("m-one", "m-two"), points=2, infrastructure_errors=0)
-    run = run_folder(tmp_path / "run", build_report(metadata, file, results))
+    run = run_folder(tmp_path / "run", build_report(metadata, file, typed_results(results)))
     done = publish_results(str(run), "--model-repo", MODEL_REPO, env=offline_env(tmp_path))
     assert done.returncode == 2
     assert "--model" in done.stderr and "m-one" in done.stderr and "m-two" in done.stderr

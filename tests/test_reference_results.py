@@ -19,7 +19,7 @@ from asyncodebench.dataset import reference_results
 from asyncodebench.dataset.reference_results import ReferenceResultError
 from asyncodebench.dataset.rows import load_published
 from asyncodebench.reports.report import build_report, markdown
-from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 from asyncodebench.run.predictions import PredictionFile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +96,7 @@ def test_the_report_shows_beside_fsr_how_many_tasks_can_succeed() -> None:
         result["task_id"] = names[result["task_id"]]
     file = PredictionFile(file.path, file.sha256, tuple(dataclasses.replace(p, task_id=names[p.task_id])
                                                         for p in file.predictions), file.problems)
-    report = build_report(metadata, file, results)
+    report = build_report(metadata, file, typed_results(results))
     (row,) = report["summary"]
     assert (row["tasks"], row["reachable_tasks"], row["unmeasured_tasks"]) == (3, 1, 1)
     text = markdown(report)

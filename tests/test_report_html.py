@@ -203,12 +203,12 @@ def test_a_release_size_page_with_hostile_names(browser: Any, tmp_path: Path) ->
 def test_review_flags_show_hostile_patch_text_as_text(browser: Any, tmp_path: Path) -> None:
     """A flagged line is the patch's own text: it shows as a tooltip, never as markup, and fetches nothing."""
     from asyncodebench.reports.report import build_report
-    from asyncodebench.reports.synthetic import synthetic_inputs
+    from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 
     metadata, file, results = synthetic_inputs(tasks=3, points=6, models=("m1",), protocols=("single",))
     flag = {"file": "pkg/core.py", "line": 7, "marker": "os_exit", "text": HOSTILE_MODEL, "patch": "model_patch"}
     results[0]["integrity"]["review"] = {"count": 5, "flags": [flag] * 4}
-    report = build_report(metadata, file, results)
+    report = build_report(metadata, file, typed_results(results))
     page_file = tmp_path / "report.html"
     page_file.write_text(render_report(report))
     opened = Opened(browser, page_file)
@@ -408,10 +408,10 @@ def test_a_summary_row_opens_its_predictions_in_the_page(shared_demo_run: EvalRu
 def test_hostile_evaluator_output_shows_as_text(browser: Any, tmp_path: Path) -> None:
     """The output tail is the evaluated code's output: markup in it is shown, never run or fetched."""
     from asyncodebench.reports.report import build_report
-    from asyncodebench.reports.synthetic import synthetic_inputs
+    from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 
     metadata, file, results = synthetic_inputs(tasks=2, points=2, models=("m1",), protocols=("single",))
-    report = build_report(metadata, file, results)
+    report = build_report(metadata, file, typed_results(results))
     hostile = f"collected 3 items\n</pre></details><script>console.error('ran')</script>{HOSTILE_MODEL}\nFAILED"
     report["predictions"][0]["output_tail"] = hostile
     page_file = tmp_path / "report.html"

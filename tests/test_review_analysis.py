@@ -17,7 +17,7 @@ from helpers.payloads.hostile import PatchMaker
 from helpers.payloads.review import ATTACKS, review_attack_patches
 
 from asyncodebench.reports.report import build_report
-from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 from asyncodebench.run.predictions import Checkpoint, Prediction
 from asyncodebench.scoring.review import patch_flags, review_prediction
 from asyncodebench.scoring.review_markers import MARKERS, severity_of
@@ -374,7 +374,7 @@ def _run_folder(tmp_path: Path, flagged: int) -> tuple[Path, dict[str, Any]]:
             result.update({**json.loads(json.dumps(evaluated[number % len(evaluated)])), "line": line})
     for result in results[:flagged]:
         result["integrity"]["review"] = {"count": 1, "high": 1, "flags": [FLAG]}
-    report = build_report(metadata, file, results)
+    report = build_report(metadata, file, typed_results(results))
     run = tmp_path / "run"
     run.mkdir()
     (run / "report.json").write_text(json.dumps(report))

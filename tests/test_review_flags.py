@@ -15,7 +15,7 @@ import pytest
 from asyncodebench.reports.flags import row_flags
 from asyncodebench.reports.htmlreport import render_report
 from asyncodebench.reports.report import build_report, code_span, markdown, summarize
-from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 from asyncodebench.run.predictions import Checkpoint, Prediction
 from asyncodebench.scoring.review import (
     REVIEW_CAP,
@@ -245,7 +245,7 @@ def _results(every: int | None = None) -> list[dict[str, Any]]:
 
 def _report_of(results: list[dict[str, Any]]) -> dict[str, Any]:
     metadata, file, _ = synthetic_inputs(**SMALL)
-    return build_report(metadata, file, results)  # validated against schemas/report.schema.json
+    return build_report(metadata, file, typed_results(results))  # validated against schemas/report.schema.json
 
 
 def test_reports_show_review_flags_and_validate() -> None:
@@ -270,8 +270,8 @@ def test_review_flags_never_change_a_score() -> None:
     flagged = _results(every=1)
     assert all((r.get("integrity") or {}).get("review") for r in flagged if r["status"] == "evaluated")
     drop = ("review_flagged", "trust")  # shown and counted, never a score
-    assert [{k: v for k, v in row.items() if k not in drop} for row in summarize(flagged)] == \
-           [{k: v for k, v in row.items() if k not in drop} for row in summarize(plain)]
+    assert [{k: v for k, v in row.items() if k not in drop} for row in summarize(typed_results(flagged))] == \
+           [{k: v for k, v in row.items() if k not in drop} for row in summarize(typed_results(plain))]
 
 
 def test_results_made_before_review_flags_show_none() -> None:

@@ -16,7 +16,7 @@ from helpers.predictions import jsonl, prediction
 from asyncodebench.harness.integration import AgentMerge, Integration
 from asyncodebench.reports.flags import row_flags
 from asyncodebench.reports.report import build_report, markdown, prediction_row
-from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 from asyncodebench.run.prediction_result import IntegrationFacts, MergeFacts
 from asyncodebench.run.predictions import Prediction, read_predictions
 from asyncodebench.run.results import PATHS_LISTED, integration_facts
@@ -102,7 +102,7 @@ def test_the_report_gives_the_runners_rates_marked_as_reported() -> None:
     harness = IntegrationFacts("async_private", 2, 0, 0, (), "harness").to_json()
     for result in results:
         result["integration"] = runner if result["protocol"] == "caid_manager" else harness
-    report = build_report(metadata, file, results)  # validated against schemas/report.schema.json
+    report = build_report(metadata, file, typed_results(results))  # validated against schemas/report.schema.json
     rows = {r["protocol"]: r for r in report["summary"]}
     assert (rows["caid_manager"]["merge_conflict_rate"], rows["caid_manager"]["scope_violation_rate"]) == (
         1 / 3, 1 / 3)
@@ -112,10 +112,12 @@ def test_the_report_gives_the_runners_rates_marked_as_reported() -> None:
     text = markdown(report)
     assert "| 33.3 (runner) | 33.3 (runner) |" in text and "| 0.0 | 0.0 |" in text
     assert any("runner's own record of its merges" in note and "3 of 6" in note for note in report["notes"])
-    labels = [f.label for f in row_flags(prediction_row(next(r for r in results if r["protocol"] == "caid_manager")))]
+    typed = typed_results(results)
+    labels = [f.label for f in row_flags(prediction_row(
+        next(r for r in typed if r.identity.protocol == "caid_manager")))]
     assert "1 agent scope violation(s) (runner's record)" in labels
     assert "1 merge conflict(s) (runner's record)" in labels
     harness_labels = [f.label for f in row_flags(prediction_row(
-        next(r for r in results if r["protocol"] == "async_private")))]
+        next(r for r in typed if r.identity.protocol == "async_private")))]
     assert not any("runner" in label for label in harness_labels)
 

@@ -29,7 +29,7 @@ from helpers.checkout import ROOT, SCRIPTS, script_env
 
 from asyncodebench.reports.htmlreport import write_report_html
 from asyncodebench.reports.report import build_report, csv_text, markdown
-from asyncodebench.reports.synthetic import synthetic_inputs
+from asyncodebench.reports.synthetic import synthetic_inputs, typed_results
 from asyncodebench.run.predictions import LineProblem
 from asyncodebench.run.runfolder import prediction_path
 from asyncodebench.run.store import OUTPUT, write_json
@@ -77,7 +77,7 @@ def _hostile_run(run_dir: Path) -> dict[str, Any]:
         if result["status"] != "evaluated":
             result["infrastructure_error"]["message"] = f"daemon said\n| x | y |\n{TITLE}<b>{RAN}</b>"
             continue
-        result["protection"] = {"hazards_removed": FILES[-1:], "restored_paths": FILES[:2],
+        result["protection"] = {**result["protection"], "hazards_removed": FILES[-1:], "restored_paths": FILES[:2],
                                 "out_of_scope_paths": FILES[2:4]}
         result["integrity"]["audit"] = [{"process": "evaluator", "event": f"gc.get_objects{CLEAR}|<i>"}]
         result["integrity"]["review"] = {"count": 2, "flags": [
@@ -92,7 +92,7 @@ def _hostile_run(run_dir: Path) -> dict[str, Any]:
         folder.mkdir(parents=True)
         (folder / OUTPUT).write_text(OUTPUT_TEXT)
     metadata["run_folder"] = str(run_dir)
-    report = build_report(metadata, file, results)
+    report = build_report(metadata, file, typed_results(results))
     write_json(run_dir / "report.json", report)
     (run_dir / "report.md").write_text(markdown(report, "dependency_resolution.png"))
     (run_dir / "summary.csv").write_text(csv_text(report["summary"]))

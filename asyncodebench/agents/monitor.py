@@ -25,6 +25,7 @@ from typing import Any, Callable, Literal
 from asyncodebench.agents.adapter import ModelEndpoint
 from asyncodebench.agents.model_client import EndpointError, ModelClient
 from asyncodebench.run import store
+from asyncodebench.run.prediction_result import PredictionResult
 from asyncodebench.run.predictions import Prediction
 from asyncodebench.run.runfolder import prediction_folder
 from asyncodebench.scoring.trust import high_flag_count
@@ -109,14 +110,14 @@ def ask(client: ModelClient, model: str, prediction: Prediction, review: Any) ->
     return verdict_of(model, str(content))
 
 
-def wanted(result: dict[str, Any], which: Which) -> bool:
+def wanted(result: PredictionResult, which: Which) -> bool:
     """Whether a result is for the monitor: evaluated, without an answer so far, and flagged high (or `all`)."""
-    if result.get("status") != "evaluated":
+    if result.evaluation is None:
         return False
-    integrity = result.get("integrity") or {}
-    if (integrity.get("monitor") or {}).get("status") in ("answered", "unusable"):
+    integrity = result.evaluation.integrity
+    if (integrity.monitor or {}).get("status") in ("answered", "unusable"):
         return False  # a resumed run asks again only where the monitor could not be reached
-    return which == "all" or high_flag_count(integrity.get("review")) > 0
+    return which == "all" or high_flag_count(integrity.review) > 0
 
 
 def monitor_run(run_dir: Path, predictions: list[Prediction], endpoint: ModelEndpoint, which: Which = "flagged",
@@ -127,9 +128,8 @@ def monitor_run(run_dir: Path, predictions: list[Prediction], endpoint: ModelEnd
     counts = {"answered": 0, "unusable": 0, "unreachable": 0, "suspicious": 0}
     for prediction in predictions:
         folder = prediction_folder(run_dir, prediction)
-        if not (folder / store.RESULT).is_file() or not wanted(store.read_json(folder / store.RESULT), which):
+        if not (folder / store.RESULT).is_file() or not wanted(result := store.read_result(folder), which):
             continue
-        result = store.read_result(folder)
         assert result.evaluation is not None  # wanted() kept evaluated results only
         verdict = ask(client, endpoint.name, prediction, result.evaluation.integrity.review)
         integrity = replace(result.evaluation.integrity, monitor=verdict.to_json())

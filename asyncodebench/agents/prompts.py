@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from asyncodebench.dataset.protocols import MANAGER_PROTOCOLS
 from asyncodebench.harness.spec import TaskSpec
 
 
@@ -105,8 +106,6 @@ def _visibility(scenario: dict[str, Any]) -> str:
                 "the merged work of the team.")
     return f"Communication between agents: {condition}."
 
-
-MANAGER_PROTOCOLS = ("caid_manager", "async_manager")
 
 
 def manager_system(spec: TaskSpec, task_row: dict[str, Any], scenario: dict[str, Any]) -> str:

@@ -26,11 +26,9 @@ from asyncodebench.agents import managed
 from asyncodebench.agents.prompts import Handoff
 from asyncodebench.agents.scope import restrict
 from asyncodebench.agents.team import Context, Events, Outcome, Scenario, integrate, run_agent
+from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.harness.integration import merge_order
 from asyncodebench.scoring.patches import patch_bytes, touched_paths
-
-IMPLEMENTED = ("single", "serial_specialists", "async_private", "caid_manager", "async_manager")
-MANAGED = ("caid_manager", "async_manager")  # run by `managed.py`
 
 
 def run_single(ctx: Context, scenario: Scenario) -> Outcome:
@@ -80,6 +78,8 @@ def run_async_private(ctx: Context, scenario: Scenario) -> Outcome:
 
 RUNNERS: dict[str, Callable[[Context, Scenario], Outcome]] = {
     "single": run_single, "serial_specialists": run_serial, "async_private": run_async_private}
+# the protocols (`dataset.protocols`, release order) with a runner here or, for the manager ones, in `managed.py`
+IMPLEMENTED = tuple(p for p in PROTOCOLS if p in RUNNERS or p in managed.RUNNERS)
 
 
 def run_scenario(ctx: Context, scenario: Scenario) -> tuple[Outcome, float]:

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from asyncodebench.agents import runfolder
 from asyncodebench.agents.scenario_run import RunnerConfig, run_one
 from asyncodebench.agents.team import Scenario
+from asyncodebench.dataset.protocols import ONE_AT_A_TIME_PROTOCOLS
 from asyncodebench.files import write_atomic
 from asyncodebench.harness.sandbox import SandboxUnavailableError, docker_client, set_owner
 from asyncodebench.harness.spec import TaskSpec
@@ -40,7 +41,6 @@ from asyncodebench.run.work import TRIES, check_image
 FILES_CAP_BYTES = 256_000_000  # a scenario's files a task carries back; beyond, files are cut (marked)
 CUT_MARK = b"\n[asyncodebench: cut here, the scenario's files exceeded the Ray executor's limit]\n"
 WAIT_SECONDS = 1.0
-SERIAL = ("single", "serial_specialists")  # protocols whose agents run one at a time
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class ScenarioResult:
 def containers_at_once(scenario: Scenario) -> int:
     """The containers a scenario runs at the same time: one agent's for the serial protocols; otherwise one per
     specialist and the integration's (the online manager merges while others still work)."""
-    if scenario.protocol in SERIAL:
+    if scenario.protocol in ONE_AT_A_TIME_PROTOCOLS:
         return 1
     return len(scenario.row["assignments"]) + 1
 

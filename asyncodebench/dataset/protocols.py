@@ -20,20 +20,23 @@ class Protocol:
     multi_agent: bool  # its agents are the task's specialists (the scenario's assignments are the task's)
     integrated: bool  # the harness merges its agents' patches (`agent_patches`) into the checkpoint states
     serial: bool = False  # its agents build on the integrated state one after another; the others work privately
+    managed: bool = False  # a manager model who writes no code briefs the agents and may run them again
 
 
 ALL = (
     Protocol("single", "Single", multi_agent=False, integrated=False),
     Protocol("serial_specialists", "Serial", multi_agent=True, integrated=True, serial=True),
     Protocol("async_private", "Async-Private", multi_agent=True, integrated=True),
-    Protocol("caid_manager", "Async-RO-Manager", multi_agent=True, integrated=True),
-    Protocol("async_manager", "Async-Manager", multi_agent=True, integrated=False),
+    Protocol("caid_manager", "Async-RO-Manager", multi_agent=True, integrated=True, managed=True),
+    Protocol("async_manager", "Async-Manager", multi_agent=True, integrated=False, managed=True),
 )
 
 PROTOCOLS = tuple(p.protocol_id for p in ALL)
 MULTI_AGENT_PROTOCOLS = tuple(p.protocol_id for p in ALL if p.multi_agent)
 INTEGRATED_PROTOCOLS = tuple(p.protocol_id for p in ALL if p.integrated)
 SERIAL_PROTOCOLS = tuple(p.protocol_id for p in ALL if p.serial)
+MANAGER_PROTOCOLS = tuple(p.protocol_id for p in ALL if p.managed)
+ONE_AT_A_TIME_PROTOCOLS = tuple(p.protocol_id for p in ALL if p.serial or not p.multi_agent)  # one agent runs at a time
 
 _DISPLAY_NAMES = {p.protocol_id: p.display_name for p in ALL}
 

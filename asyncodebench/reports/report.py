@@ -11,6 +11,7 @@ import csv
 import io
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -20,11 +21,12 @@ from asyncodebench.dataset.rows import DEFAULT_DATASET, DEFAULT_REVISION
 from asyncodebench.dataset.validation import validator
 from asyncodebench.reports.flags import row_flags
 from asyncodebench.reports.usage import row_usage, summarize_usage, trajectory_links
+from asyncodebench.run.prediction_result import Evaluation, Integrity, PredictionResult
 from asyncodebench.run.predictions import Prediction, PredictionFile
 from asyncodebench.run.runfolder import prediction_path
 from asyncodebench.run.store import OUTPUT
 from asyncodebench.scoring.bootstrap import MeanEstimate, macro_mean
-from asyncodebench.scoring.trust import TRUST_STATUSES, trust_status_of_result
+from asyncodebench.scoring.trust import TRUST_STATUSES
 from asyncodebench.untrusted import csv_cell, markdown_cell, markdown_text, plain_text
 
 REPORT_SCHEMA_VERSION = "1.1"  # 1.1: monitor, timeline_source/reason, self_reported_timelines
@@ -56,9 +58,11 @@ METRIC_KEYS = {  # report field -> result field (per-prediction value averaged p
 }
 
 
-def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """The full report; raises `jsonschema.ValidationError` if it breaks its own schema (a harness bug)."""
-    evaluated = [r for r in results if r["status"] == "evaluated"]
+def build_report(metadata: dict[str, Any], file: PredictionFile, results: Sequence[PredictionResult],
+                 ) -> dict[str, Any]:
+    """The full report (report.json's object) of the run's results, as `store.read_results` reads them; raises
+    `jsonschema.ValidationError` if it breaks its own schema (a harness bug)."""
+    evaluated = [r.evaluation for r in results if r.evaluation is not None]
     usage_rows = _usage_rows(metadata, file, results)
     report = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -72,21 +76,22 @@ def build_report(metadata: dict[str, Any], file: PredictionFile, results: list[d
         },
         "line_problems": [{"line": p.line, "kind": p.kind, "message": p.message} for p in file.problems],
         "summary": summarize(results, usage_rows),
-        "predictions": [{**_with_output_tail(prediction_row(r), metadata.get("run_folder")), **usage_rows[r["line"]]}
-                        for r in results],
+        "predictions": [{**_with_output_tail(prediction_row(r), metadata.get("run_folder")),
+                         **usage_rows[r.identity.line]} for r in results],
         "notes": NOTES + _unmeasured_notes(evaluated) + _runner_merges_notes(evaluated),
     }
     validator("report").validate(report)
     return report
 
 
-def _usage_rows(metadata: dict[str, Any], file: PredictionFile, results: list[dict[str, Any]]) -> dict[int, Any]:
+def _usage_rows(metadata: dict[str, Any], file: PredictionFile, results: Sequence[PredictionResult],
+                ) -> dict[int, Any]:
     """Per result's line: the prediction's tokens, calls, cost and time, and links to its agents' trajectories."""
     by_line = {p.line: p for p in file.predictions}
     rows = {}
     for result in results:
-        prediction = by_line.get(result["line"])
-        rows[result["line"]] = {} if prediction is None else {
+        prediction = by_line.get(result.identity.line)
+        rows[result.identity.line] = {} if prediction is None else {
             **row_usage(prediction),
             "trajectories": trajectory_links(prediction, Path(file.path), Path(metadata.get("run_folder") or "."))}
     return rows
@@ -129,16 +134,16 @@ def dependency_points(specs: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for task_id, spec in sorted(specs.items()) for point in spec.dependencies}
 
 
-def _unmeasured_notes(evaluated: list[dict[str, Any]]) -> list[str]:
-    unmeasured = sum(r.get("adpr_numerator", 0) is None for r in evaluated)
+def _unmeasured_notes(evaluated: list[Evaluation]) -> list[str]:
+    unmeasured = sum(e.dependencies.adpr_numerator is None for e in evaluated)
     if not unmeasured:
         return []
     return [f"Dependency probes were not run (--no-probes) for {unmeasured} of {len(evaluated)} evaluated predictions: "
             "their ADPR, DRS, DRE, CAIL and unresolved counts are n/a (null) and left out of every mean."]
 
 
-def _runner_merges_notes(evaluated: list[dict[str, Any]]) -> list[str]:
-    reported = sum((r.get("integration") or {}).get("source") == "runner" for r in evaluated)
+def _runner_merges_notes(evaluated: list[Evaluation]) -> list[str]:
+    reported = sum(e.integration is not None and e.integration.source == "runner" for e in evaluated)
     if not reported:
         return []
     return [f"Merge conflict and scope violation figures marked (runner) come, for {reported} of {len(evaluated)} "
@@ -147,75 +152,80 @@ def _runner_merges_notes(evaluated: list[dict[str, Any]]) -> list[str]:
             "to count. Reported, not recomputed, never scored."]
 
 
-def _monitor_field(monitor: Any) -> dict[str, Any] | None:
+def _monitor_field(monitor: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A row's view of `integrity.monitor`: its status, verdict and why (the cited lines stay in result.json)."""
-    if not isinstance(monitor, dict):
+    if monitor is None:
         return None
     return {"status": monitor["status"], "suspicious": monitor.get("suspicious"), "why": monitor.get("why", "")}
 
 
-def prediction_row(result: dict[str, Any]) -> dict[str, Any]:
+def prediction_row(result: PredictionResult) -> dict[str, Any]:
     """One prediction's line in the report (the full record stays in its result.json)."""
-    row = {k: result.get(k)
-           for k in ("task_id", "protocol", "model_name_or_path", "prediction_run_id", "line", "status")}
-    if result["status"] != "evaluated":
-        return {**row, "infrastructure_error": result["infrastructure_error"]}
-    metrics, integration = result["run_metrics"], result["integration"]
+    identity = result.identity
+    row = {"task_id": identity.task_id, "protocol": identity.protocol,
+           "model_name_or_path": identity.model_name_or_path, "prediction_run_id": identity.prediction_run_id,
+           "line": identity.line, "status": result.status}
+    e = result.evaluation
+    if e is None:
+        assert result.failure is not None
+        return {**row, "infrastructure_error": result.failure.to_json()}
+    metrics, integration, trust = e.dependencies.run_metrics, e.integration, result.trust
+    timeline = e.dependencies.timeline or {}
     return {
         **row,
-        "outcome": result["outcome"], "final_success": result["final_success"], "pass_rate": result["pass_rate"],
-        "tests_passed": result["tests_passed"], "tests_denominator": result["tests_denominator"],
-        "denominator_source": result["denominator_source"], "patch_status": result["patch"]["status"],
-        "failure_kind": result["evaluator"]["failure_kind"], "hazards_removed": result["protection"]["hazards_removed"],
-        "restored_paths": result["protection"]["restored_paths"],
-        "out_of_scope_paths": result["protection"].get("out_of_scope_paths", []),
-        "dropped_by_runner": result["protection"].get("dropped_by_runner", []),
-        "image_provenance": (result.get("image") or {}).get("provenance", "official"),
-        "integrity_violation": (result.get("integrity") or {}).get("violation"),
-        "report_problem": (result.get("integrity") or {}).get("report_problem"),
-        **_skip_and_review_fields(result.get("integrity") or {}),
-        "trust_status": trust_status_of_result(result),
-        "monitor": _monitor_field((result.get("integrity") or {}).get("monitor")),
-        "timeline_source": (result.get("timeline") or {}).get("source"),
-        "timeline_reason": (result.get("timeline") or {}).get("reason") or None,
-        "adpr": result["adpr"], "adpr_numerator": result["adpr_numerator"],
-        "adpr_denominator": result["adpr_denominator"],
+        "outcome": e.score.outcome, "final_success": e.score.final_success, "pass_rate": e.score.pass_rate,
+        "tests_passed": e.score.tests_passed, "tests_denominator": e.score.tests_denominator,
+        "denominator_source": e.score.denominator_source, "patch_status": e.patch.status,
+        "failure_kind": e.evaluator.failure_kind, "hazards_removed": list(e.protection.hazards_removed),
+        "restored_paths": list(e.protection.restored_paths),
+        "out_of_scope_paths": list(e.protection.out_of_scope_paths),
+        "dropped_by_runner": list(e.protection.dropped_by_runner),
+        "image_provenance": e.image["provenance"],
+        "integrity_violation": e.integrity.violation,
+        "report_problem": e.integrity.report_problem,
+        **_skip_and_review_fields(e.integrity),
+        "trust_status": trust.status if trust is not None else None,
+        "monitor": _monitor_field(e.integrity.monitor),
+        "timeline_source": timeline.get("source"),
+        "timeline_reason": timeline.get("reason") or None,
+        "adpr": e.dependencies.adpr, "adpr_numerator": e.dependencies.adpr_numerator,
+        "adpr_denominator": e.dependencies.adpr_denominator,
         **{k: metrics.get(k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean", "cail_penalized_mean",
                                        "unresolved_count")},
-        "agents_integrated": integration["agents"] if integration else 0,
-        "merge_conflicts": integration["merge_conflicts"] if integration else 0,
-        "scope_violations": integration["scope_violations"] if integration else 0,
-        "integration_source": integration.get("source", "harness") if integration else None,
-        "sad_proxy_candidates": result["sad_proxy"]["candidate_count"],
-        "dependency_trace": result["dependency_trace"],
-        "build": result.get("build"),
+        "agents_integrated": integration.agents if integration else 0,
+        "merge_conflicts": integration.merge_conflicts if integration else 0,
+        "scope_violations": integration.scope_violations if integration else 0,
+        "integration_source": integration.source if integration else None,
+        "sad_proxy_candidates": len(e.sad_proxy.candidates),
+        "dependency_trace": e.dependencies.trace,
+        "build": e.build.to_json() if e.build else None,
     }
 
 
-def _skip_and_review_fields(integrity: dict[str, Any]) -> dict[str, Any]:
+def _skip_and_review_fields(integrity: Integrity) -> dict[str, Any]:
     """A row's view of decision 12, of the review flags and of the runtime audit's flags; None (or none) where the
     result predates them."""
-    newly = integrity.get("newly_skipped") or {}
-    review = integrity.get("review")
+    newly = integrity.skip_rules.get("newly_skipped") or {}
+    review = integrity.review
     return {
-        "audit_flags": sorted({a["event"] for a in integrity.get("audit") or []})[:ROW_REVIEW_FLAGS],
+        "audit_flags": sorted({a["event"] for a in integrity.audit})[:ROW_REVIEW_FLAGS],
         "newly_skipped_count": newly.get("count") if newly.get("checked") else None,
-        "review_flag_count": review.get("count") if isinstance(review, dict) else None,
-        "review_flags": list(review.get("flags") or [])[:ROW_REVIEW_FLAGS] if isinstance(review, dict) else [],
+        "review_flag_count": review["count"] if review is not None else None,
+        "review_flags": list(review["flags"])[:ROW_REVIEW_FLAGS] if review is not None else [],
     }
 
 
-def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any]] | None = None,
+def summarize(results: Sequence[PredictionResult], usage_rows: dict[int, dict[str, Any]] | None = None,
               ) -> list[dict[str, Any]]:
     """One row per (model, protocol): counts, macro means with intervals, micro ADPR; with `usage_rows` (per line,
     `_usage_rows`), the tokens, calls, cost and time of all its predictions, evaluated or not (spent either way)."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[PredictionResult]] = defaultdict(list)
     for result in results:
-        groups[(result["model_name_or_path"], result["protocol"])].append(result)
+        groups[(result.identity.model_name_or_path, result.identity.protocol)].append(result)
     rows = []
     references = reference_results.load()
     for (model, protocol), members in sorted(groups.items()):
-        evaluated = [prediction_row(r) for r in members if r["status"] == "evaluated"]
+        evaluated = [prediction_row(r) for r in members if r.evaluation is not None]
         by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in evaluated:
             by_task[row["task_id"]].append(row)
@@ -236,7 +246,8 @@ def summarize(results: list[dict[str, Any]], usage_rows: dict[int, dict[str, Any
         row["self_reported_timelines"] = sum(r.get("timeline_source") == "self_reported" for r in evaluated)
         row["trust"] = {status: sum(r.get("trust_status") == status for r in evaluated) for status in TRUST_STATUSES}
         if usage_rows is not None:
-            row.update(summarize_usage([{"task_id": r["task_id"], **usage_rows.get(r["line"], {})} for r in members]))
+            row.update(summarize_usage([{"task_id": r.identity.task_id, **usage_rows.get(r.identity.line, {})}
+                                        for r in members]))
         rows.append(row)
     return rows
 

@@ -10,10 +10,12 @@ assembled and schema-checked by `report.build_report`, as a real run's is. Nothi
 from __future__ import annotations
 
 import random
+from dataclasses import asdict
 from typing import Any
 
 from asyncodebench.dataset.protocols import PROTOCOLS
 from asyncodebench.reports.report import build_report
+from asyncodebench.run.prediction_result import PredictionResult
 from asyncodebench.run.predictions import Prediction, PredictionFile
 from asyncodebench.scoring.dependency import CheckpointRecord, DependencyOutcome, DependencyPoint, run_metrics
 
@@ -94,16 +96,25 @@ def _result(rng: random.Random, task: dict[str, Any], model: str, skill: float, 
     passed = total if success else round(total * (0.3 + 0.65 * (metrics.adpr or 0) * rng.uniform(0.8, 1.0)))
     return {
         "status": "evaluated", "task_id": task["task_id"], "protocol": protocol, "model_name_or_path": model,
-        "prediction_run_id": None, "line": line, "image": {"provenance": "official"},
+        "prediction_run_id": None, "line": line, "image": {"pinned_ref": "", "provenance": "official"},
         "outcome": "passed" if success else "failed", "final_success": success, "pass_rate": passed / total,
         "tests_passed": passed, "tests_denominator": total, "denominator_source": "report_total",
-        "patch": {"status": "applied"}, "evaluator": {"failure_kind": None},
-        "protection": {"hazards_removed": [], "restored_paths": [], "out_of_scope_paths": []},
-        "integrity": {"violation": None, "report_problem": None},
+        "patch": {"status": "applied", "empty": False, "unsafe_paths": [], "changed_paths": []},
+        "evaluator": {"command": [], "exit_code": 0 if success else 1, "timed_out": False,
+                      "killed_by_watchdog": False, "seconds": None, "failure_kind": None, "synthetic_summary": False,
+                      "summary": {"passed": passed, "failed": total - passed, "errors": 0, "skipped": 0, "xfailed": 0,
+                                  "total": total, "collected": total}},
+        "protection": {"canonical_ref": None, "hazards_removed": [], "restored_paths": [],
+                       "untracked_paths_removed": [], "image_plugins": [], "out_of_scope_paths": []},
+        # no review record: these results show review flags as n/a, as one written before review flags does
+        "integrity": {"violation": None, "skipped_or_xfailed": 0, "total": total, "report_problem": None,
+                      "baseline": None},
+        "probes": {"mode": "batch", "statuses": {}}, "dependencies": [],
         "adpr": metrics.adpr, "adpr_numerator": metrics.final_pass_count, "adpr_denominator": metrics.dependency_count,
-        "run_metrics": {k: getattr(metrics, k) for k in ("checkpoint_count", "drs_penalized_mean", "dre_mean",
-                                                         "cail_penalized_mean", "unresolved_count")},
-        "integration": None, "sad_proxy": {"candidate_count": 0}, "dependency_trace": trace,
+        "run_metrics": {**asdict(metrics), "dependencies": [asdict(d) for d in metrics.dependencies]},
+        "integration": None,
+        "sad_proxy": {"label": "synthetic", "dependencies_enabled": [], "candidate_count": 0, "candidates": []},
+        "dependency_trace": trace,
     }
 
 
@@ -112,14 +123,21 @@ def synthetic_report(tasks: int = 19, models: tuple[str, ...] = MODELS, protocol
                      run_id: str = "synthetic") -> dict[str, Any]:
     """A schema-valid report of `tasks` x `protocols` x `models` predictions; the last `infrastructure_errors`
     predictions are infrastructure errors (so the page shows them apart)."""
-    return build_report(*synthetic_inputs(tasks, models, protocols, points, seed, infrastructure_errors, run_id))
+    metadata, file, records = synthetic_inputs(tasks, models, protocols, points, seed, infrastructure_errors, run_id)
+    return build_report(metadata, file, typed_results(records))
+
+
+def typed_results(records: list[dict[str, Any]]) -> list[PredictionResult]:
+    """The typed results of `synthetic_inputs`' records, as `store.read_results` gives a run's (the report's input)."""
+    return [PredictionResult.from_json(record) for record in records]
 
 
 def synthetic_inputs(tasks: int = 19, models: tuple[str, ...] = MODELS, protocols: tuple[str, ...] = PROTOCOLS,
                      points: int = 52, seed: int = 0, infrastructure_errors: int = 2,
                      run_id: str = "synthetic") -> tuple[dict[str, Any], PredictionFile, list[dict[str, Any]]]:
-    """What `synthetic_report` builds its report from (run metadata, predictions file, result records), for tests
-    that change the results before the report is built."""
+    """What `synthetic_report` builds its report from (run metadata, predictions file, result records as
+    result.json holds them, schema-valid but for `schema_version`), for tests that change the results before the
+    report is built (`typed_results`)."""
     rng = random.Random(seed)
     layout = task_layout(tasks, points)
     results: list[dict[str, Any]] = []

@@ -126,11 +126,12 @@ class Protection:
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Protection:
-        """Read back the `protection` object; an older one without a count counts its listed hazards."""
+        """Read back the `protection` object; an older one without a count counts its listed hazards, one without
+        out-of-scope or dropped paths had none."""
         hazards = tuple(value["hazards_removed"])
         return cls(value["canonical_ref"], tuple(value["restored_paths"]), tuple(value["untracked_paths_removed"]),
                    hazards, value.get("hazards_removed_count", len(hazards)), tuple(value["image_plugins"]),
-                   tuple(value["out_of_scope_paths"]), tuple(value.get("dropped_by_runner") or ()))
+                   tuple(value.get("out_of_scope_paths") or ()), tuple(value.get("dropped_by_runner") or ()))
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class Integrity:
     # `skip_rules_broken` and `newly_skipped` (`grading.skip_integrity_record`), and `collected_by_identity`
     # (`grading.identity_record`, decision 14)
     skip_rules: JsonObject
-    review: JsonObject  # review flags of every patch of the prediction (`scoring.review`)
+    review: JsonObject | None  # review flags of every patch (`scoring.review`); None: the result predates them
     baseline: JsonObject | None  # the floor the prediction was held to; None when the base was not measured
     # {process, reason}: what a loaded machine could also have caused, left after a second run of the process
     # (`harness.checks.evidence_needs_review`); never scored, the result is only as good as its review
@@ -160,18 +161,19 @@ class Integrity:
                 "needs_review": [dict(n) for n in self.needs_review],
                 "audit": [dict(a) for a in self.audit], "skipped_or_xfailed": self.skipped_or_xfailed,
                 "total": self.total, "report_problem": self.report_problem, **self.skip_rules,
-                "review": self.review, "baseline": self.baseline,
+                **({"review": self.review} if self.review is not None else {}), "baseline": self.baseline,
                 **({"monitor": self.monitor} if self.monitor is not None else {})}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> Integrity:
-        """Read back the `integrity` object; one from before kit 0.4.2 found no tampering, audit or review flags."""
+        """Read back the `integrity` object; one from before kit 0.4.2 found no tampering or audit flags, and was not
+        read for review flags (`review` None: reports show n/a, not 0)."""
         skip_rules = {k: value[k] for k in ("skip_rules_broken", "newly_skipped", "collected_by_identity")
                       if k in value}
         # tampering, audit and review came with kit 0.4.2; an older result found nothing of the kind
         return cls(value["violation"], tuple(value.get("tampering", ())), tuple(value.get("audit", ())),
                    value["skipped_or_xfailed"], value["total"], value["report_problem"], skip_rules,
-                   value.get("review", {"count": 0, "flags": []}), value["baseline"],
+                   value.get("review"), value["baseline"],
                    tuple(value.get("needs_review", ())), value.get("monitor"))
 
 
@@ -493,8 +495,10 @@ class PredictionResult:
             return cls(identity, failure=InfrastructureFailure(error["kind"], error["message"]), runner_notes=notes)
         if value.get("status") != "evaluated":
             raise ValueError(f"unknown result status {value.get('status')!r}")
+        image = value["image"]  # an image record from before provenance existed was the official image
         evaluation = Evaluation(
-            image=value["image"], patch=PatchFacts.from_json(value["patch"]),
+            image=image if "provenance" in image else {**image, "provenance": "official"},
+            patch=PatchFacts.from_json(value["patch"]),
             protection=Protection.from_json(value["protection"]), integrity=Integrity.from_json(value["integrity"]),
             evaluator=EvaluatorFacts.from_json(value["evaluator"]), score=Score.from_json(value),
             dependencies=DependencyFacts.from_json(value), integration=IntegrationFacts.from_json(value["integration"]),

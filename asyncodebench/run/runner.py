@@ -24,6 +24,7 @@ from asyncodebench.images import image_map
 from asyncodebench.run import baselines, sessions, store
 from asyncodebench.run.config import RunConfig, RunState
 from asyncodebench.run.executors import Executor, open_executor
+from asyncodebench.run.prediction_result import PredictionResult
 from asyncodebench.run.predictions import read_predictions
 from asyncodebench.run.results import infrastructure_result, invalid_run_result, score
 from asyncodebench.run.runfolder import (
@@ -130,7 +131,7 @@ def _has_results(run_dir: Path) -> bool:
         any(run_dir.glob("baselines/*.json"))
 
 
-def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[str, Any]]:
+def run(config: RunConfig, state: RunState, progress: Any = None) -> list[PredictionResult]:
     """Evaluate (or rescore) every valid prediction; return the results in file order."""
     folders = {p.line: prediction_folder(config.run_dir, p) for p in state.file.predictions}
     for prediction in state.file.predictions:
@@ -142,8 +143,7 @@ def run(config: RunConfig, state: RunState, progress: Any = None) -> list[dict[s
     for task_id in state.specs:  # measured by this run or an earlier, interrupted one
         if task_id not in state.baselines and (found := baselines.read(config.run_dir, task_id)) is not None:
             state.baselines[task_id] = found
-    return [store.read_json(folders[p.line] / store.RESULT) for p in state.file.predictions
-            if (folders[p.line] / store.RESULT).exists()]
+    return store.read_results(folders[p.line] for p in state.file.predictions)
 
 
 def _rescore(config: RunConfig, state: RunState, folders: dict[int, Path]) -> None:

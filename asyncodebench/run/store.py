@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,16 @@ def read_result(folder: Path) -> PredictionResult:
     path = folder / CHECKPOINTS
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     return PredictionResult.from_json(read_json(folder / RESULT), [json.loads(line) for line in lines])
+
+
+def read_results(folders: Iterable[Path]) -> list[PredictionResult]:
+    """The results saved in those of `folders` that hold one, in their order (a prediction not evaluated yet has
+    none): what reports, comparisons and publishing read.
+
+    Raises:
+        ValueError: a result file is not a result record.
+    """
+    return [read_result(folder) for folder in folders if (folder / RESULT).exists()]
 
 
 @functools.cache
