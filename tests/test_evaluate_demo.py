@@ -75,8 +75,10 @@ def test_infinite_loop_times_out_and_no_container_of_the_run_is_left(shared_demo
     assert row["outcome"] == "model_failure:timeout" and row["pass_rate"] == 0.0
     assert result["evaluator"]["timed_out"] is True and result["evaluator"]["exit_code"] == 124
     assert result["evaluator"]["killed_by_watchdog"] is False
-    # The evaluator phase ended at its limit (20 s), not when the loop would have: a bound, not a speed target.
-    assert result["evaluator"]["seconds"] <= 20 + KILL_GRACE_SECONDS + 10
+    # It ran twice, the second time with twice the limit (METRICS decision 16), and still timed out: the model's.
+    assert (result["evaluator"]["attempts"], result["evaluator"]["limits_seconds"]) == (2, [20, 40])
+    # The evaluator phase ended at its limit (40 s), not when the loop would have: a bound, not a speed target.
+    assert result["evaluator"]["seconds"] <= 40 + KILL_GRACE_SECONDS + 10
     assert shared_demo_run.extra["containers_left"] == []
 
 

@@ -22,6 +22,7 @@ from asyncodebench.harness.build_tree import StateBuildTree, check_base_build_tr
 from asyncodebench.harness.integration import SERIAL_PROTOCOLS, AgentArtifact, Integration, integration_from_record
 from asyncodebench.harness.native import BuildRun, run_build
 from asyncodebench.harness.probes import ProbeRun, run_probes
+from asyncodebench.harness.retry import TRIES, next_limit
 from asyncodebench.harness.sandbox import IO_DIR, Limits, Sandbox, SandboxUnavailableError, base_volume
 from asyncodebench.harness.spec import TaskSpec
 from asyncodebench.harness.workspace import (
@@ -36,7 +37,6 @@ from asyncodebench.scoring.patches import patch_bytes, touched_paths
 from asyncodebench.scoring.tampering import examine
 
 STEPS_AT_ONCE = 2  # containers one prediction runs at the same time
-PYTEST_TRIES = 2  # runs of a pytest process whose evidence a loaded machine may have blurred (scoring/tampering.py)
 INTEGRATED_RECORD_CAP_BYTES = 200_000_000
 
 
@@ -126,13 +126,15 @@ class Evidence:
     sentinel: str | None = None  # the evaluator's sentinel secret (scoring/tampering.py)
     build: BuildRun | None = None  # the final state's native build (None: the task has none, or nothing was built)
     output_capped: bool = False  # the evaluator's output was longer than the kept tail
-    attempts: int = 1  # evaluator runs: two when a loaded machine may have blurred the first (`Workbench.pytest`)
+    attempts: int = 1  # evaluator runs: two when a loaded machine may have decided the first (`Workbench.pytest`)
+    limits: tuple[int, ...] = ()  # the evaluator's wall-clock limit (seconds) in each run (harness/retry.py)
 
     def execution_record(self) -> dict[str, Any]:
         """Everything but the bulky output, report and probe runs, as saved in `execution.json`."""
         record = asdict(self)
         for bulky in ("output", "report", "probes", "states"):
             record.pop(bulky)
+        record["build"] = self.build.to_json() if self.build is not None else None  # as the states file keeps it
         return record
 
 
@@ -194,17 +196,29 @@ class Workbench:
 
     @contextmanager
     def built(self, patch: bytes) -> Iterator[BuiltState | None]:
-        """For a task with a native build, this state built once (its build tree lives inside `with`); else None."""
+        """For a task with a native build, this state built (its build tree lives inside `with`); else None. A build
+        that timed out is built once more with twice the limit, and the second build stands (`harness/retry.py`)."""
         build = self.spec.build
         if build is None:
             yield None
             return
         limit = self.settings.build_timeout or build.timeout_seconds
-        with StateBuildTree(self.client, self.spec.pinned_ref, self.run_id, self.base, build.build_dir,
-                            self.settings.limits.build_space) as tree:
-            with self.prepared(patch, (tree.volume, build.build_dir, False), for_build=True) as (box, preparation):
-                run = run_build(box, self.spec.interpreter, build.command, limit) if preparation.usable else None
-            yield BuiltState(tree.volume, build.build_dir, preparation, run)
+        limits: list[int] = []
+        for attempt in range(1, TRIES + 1):
+            # A build that timed out is built again from scratch: a fresh container and a fresh build tree.
+            with StateBuildTree(self.client, self.spec.pinned_ref, self.run_id, self.base, build.build_dir,
+                                self.settings.limits.build_space) as tree:
+                with self.prepared(patch, (tree.volume, build.build_dir, False), for_build=True) as (box, preparation):
+                    run = run_build(box, self.spec.interpreter, build.command, limit) if preparation.usable else None
+                limits.append(limit)
+                if run is not None:
+                    run = replace(run, attempts=attempt, limits=tuple(limits))
+                again = None if run is None or attempt == TRIES else next_limit(limit, run.timed_out)
+                if again is None:
+                    yield BuiltState(tree.volume, build.build_dir, preparation, run)
+                    return
+            limit = again
+        raise AssertionError("unreachable: the last attempt yields")
 
     def evaluate(self, patch: bytes, built: BuiltState | None = None) -> tuple[Preparation, PytestRun | None]:
         """The evaluator on this state, or only the preparation when the patch never reached the code or the
@@ -215,26 +229,35 @@ class Workbench:
                            first_path(self.spec.test_targets))
 
     def pytest(self, patch: bytes, mount: tuple[str, str, bool] | None, args: tuple[str, ...], seconds: int,
-               near: str, preparations: list[Preparation] | None = None) -> tuple[Preparation, PytestRun | None]:
+               near: str, preparations: list[Preparation] | None = None, retry_timeout: bool = True
+               ) -> tuple[Preparation, PytestRun | None]:
         """One pytest process on this state in a fresh container (none when the patch never reached the code).
 
         A process whose evidence disagrees with itself in a way a loaded machine can also produce (its output's
         end lost, stopped before its session ended: `scoring.tampering`) runs once more in a new container; the
-        last run is kept, and what persists is listed for review, never scored as tampering. `preparations`
-        collects each container's preparation.
+        last run is kept, and what persists is listed for review, never scored as tampering. A process that hit its
+        time limit runs once more with twice the limit (`retry_timeout` False: not on a timeout), and that run
+        stands (`harness/retry.py`). `preparations` collects each container's preparation.
         """
-        for attempt in range(1, PYTEST_TRIES + 1):
+        limit, limits = seconds, []
+        for attempt in range(1, TRIES + 1):
             with self.prepared(patch, mount) as (box, preparation):
                 if preparations is not None:
                     preparations.append(preparation)
                 if not preparation.usable:
                     return preparation, None
                 run = run_pytest(box, self.spec.workdir, self.spec.interpreter, preparation.image_plugins, args,
-                                 seconds, near=near)
-            run = replace(run, attempts=attempt)
-            if attempt == PYTEST_TRIES or not examine(run.report, run.exit_code, run.tail, run.sentinel,
-                                                      output_capped=run.output_capped).ambiguous:
+                                 limit, near=near)
+            limits.append(limit)
+            run = replace(run, attempts=attempt, limits=tuple(limits))
+            if attempt == TRIES:
                 return preparation, run
+            ambiguous = examine(run.report, run.exit_code, run.tail, run.sentinel,
+                                output_capped=run.output_capped).ambiguous
+            again = next_limit(limit, run.timed_out, bool(ambiguous), retry_timeout)
+            if again is None:
+                return preparation, run
+            limit = again
         raise AssertionError("unreachable: the last attempt returns")
 
     def probe(self, patch: bytes, built: BuiltState | None = None) -> tuple[Preparation, ProbeRun | None]:
@@ -246,8 +269,9 @@ class Workbench:
         mount = built.mount if built else None
 
         def execute(selectors: tuple[str, ...]) -> PytestRun | None:
+            # A shared run that timed out is not retried: its selectors then run alone, each with its own retry.
             return self.pytest(patch, mount, probe_args(selectors), self.settings.probe_timeout, first_path(selectors),
-                               preparations)[1]
+                               preparations, retry_timeout=len(selectors) == 1)[1]
 
         probes = None
         if self.settings.run_probes:
@@ -321,10 +345,11 @@ def evidence_from(spec: TaskSpec, preparation: Preparation, run: PytestRun | Non
     if run is None:
         # The model's patch never reached the code: nothing ran, scored against the expected total.
         return Evidence(preparation, None, False, False, 0.0, "", None, None, "", command)
-    timed_out = run.killed_by_watchdog or stopped_by_timeout(run.exit_code, run.seconds, settings.timeout)
+    limits = run.limits or (settings.timeout,)  # runs saved before the retry knew only the settings' limit
+    timed_out = run.killed_by_watchdog or stopped_by_timeout(run.exit_code, run.seconds, limits[-1])
     return Evidence(preparation, run.exit_code, timed_out, run.killed_by_watchdog, run.seconds, run.tail,
                     run.report, probes, run.container_name, command, report_problem=run.report_problem,
-                    sentinel=run.sentinel, output_capped=run.output_capped, attempts=run.attempts)
+                    sentinel=run.sentinel, output_capped=run.output_capped, attempts=run.attempts, limits=limits)
 
 
 def integration_states(integration: Integration) -> tuple[State, ...]:

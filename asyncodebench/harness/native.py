@@ -4,7 +4,8 @@ The build is evaluated code: the patch controls its inputs (sources, CMake files
 with no network, under the run's limits and its own time limit, in a prepared container of its own whose work tree
 is discarded afterwards. Only its build tree (`build_tree.StateBuildTree`) outlives it, mounted read-only into the
 state's evaluator and probe containers. Whatever the build does is a model outcome: a build that fails, is killed
-or runs out of time is `build_failed`, scored 0.
+or runs out of time is `build_failed`, scored 0. Only a timeout is first tried again, in a fresh container with
+twice the limit (`harness/retry.py`, METRICS decision 16): a loaded machine can slow an honest build past it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class BuildRun:
     seconds: float
     timed_out: bool
     output_tail: str
+    attempts: int = 1  # builds of this state: a second one, in a fresh container, after a timeout (harness/retry.py)
+    limits: tuple[int, ...] = ()  # the wall-clock limit (seconds) of each build, in order
 
     @property
     def succeeded(self) -> bool:
@@ -44,13 +47,14 @@ class BuildRun:
     def to_json(self) -> dict[str, Any]:
         """The record a checkpoint keeps as `source_build`, and the result as `build.final`."""
         return {"status": self.status, "command": list(self.command), "exit_code": self.exit_code,
-                "seconds": self.seconds, "timed_out": self.timed_out, "output_tail": self.output_tail}
+                "seconds": self.seconds, "timed_out": self.timed_out, "output_tail": self.output_tail,
+                "attempts": self.attempts, "limits_seconds": list(self.limits)}
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> BuildRun:
-        """Read back what `to_json` wrote."""
+        """Read back what `to_json` wrote (records from before the retry have one attempt and no limits)."""
         return cls(tuple(value["command"]), value["exit_code"], value["seconds"], value["timed_out"],
-                   value["output_tail"])
+                   value["output_tail"], value.get("attempts", 1), tuple(value.get("limits_seconds", ())))
 
 
 def run_build(box: Sandbox, interpreter: str, command: tuple[str, ...], seconds: int) -> BuildRun:
@@ -66,4 +70,4 @@ def run_build(box: Sandbox, interpreter: str, command: tuple[str, ...], seconds:
         box.end_processes()  # nothing the build started writes to its tree once the state's tests read it
     timed_out = done.killed_by_watchdog or stopped_by_timeout(done.exit_code, done.duration_seconds, seconds)
     tail = done.output.decode("utf-8", errors="replace")[-OUTPUT_TAIL_CHARS:]
-    return BuildRun(command, done.exit_code, round(done.duration_seconds, 3), timed_out, tail)
+    return BuildRun(command, done.exit_code, round(done.duration_seconds, 3), timed_out, tail, limits=(seconds,))

@@ -43,6 +43,7 @@ class ProbeCall:
     # more than OUTPUT_TAIL_CHARS before its end (pushed out by what the process printed after it).
     output_capped: bool = False
     attempts: int = 1  # runs of this process (PytestRun.attempts)
+    limits: tuple[int, ...] = ()  # its wall-clock limit (seconds) in each run (PytestRun.limits)
 
     @property
     def normal(self) -> bool:
@@ -80,7 +81,7 @@ def _call(selectors: tuple[str, ...], run: PytestRun | None, timeout: int) -> Pr
     if run is None:  # cannot happen after a usable first call (same patch, same preparation); kept explicit
         return ProbeCall(selectors, None, False, (), False, "")
     timed_out = (run.killed_by_watchdog or run.exit_code == -1
-                 or stopped_by_timeout(run.exit_code, run.seconds, timeout))
+                 or stopped_by_timeout(run.exit_code, run.seconds, run.limits[-1] if run.limits else timeout))
     report = run.report or {}
     tests = tuple(read_node(t) for t in report.get("tests") or [] if isinstance(t, dict))
     summary = report.get("summary")
@@ -88,7 +89,7 @@ def _call(selectors: tuple[str, ...], run: PytestRun | None, timeout: int) -> Pr
     pushed_out = len(tail) < len(run.tail) and terminal_counts(tail) is None and terminal_counts(run.tail) is not None
     return ProbeCall(selectors, run.exit_code, timed_out, tests, bool(run.report), tail,
                      dict(summary) if isinstance(summary, dict) else None, len(failed_collectors(report)),
-                     run.sentinel, run.output_capped or pushed_out, run.attempts)
+                     run.sentinel, run.output_capped or pushed_out, run.attempts, run.limits)
 
 
 def read_node(test: Mapping[str, Any]) -> dict[str, Any]:

@@ -49,7 +49,16 @@ class PytestRun:
     container_name: str
     sentinel: str | None = None  # the secret the sentinel tests' names were made from (scoring/tampering.py)
     output_capped: bool = False  # the output was longer than the kept tail (OUTPUT_CAP_BYTES)
-    attempts: int = 1  # runs of this process: a second one when a loaded machine may have blurred the first
+    attempts: int = 1  # runs of this process: a second one when a loaded machine may have decided the first
+    limits: tuple[int, ...] = ()  # the wall-clock limit (seconds) of each run, in order (harness/retry.py)
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether its (last) run hit its wall-clock limit: `timeout` stopped it, or the watchdog killed it."""
+        if self.killed_by_watchdog:
+            return True
+        return stopped_by_timeout(self.exit_code, self.seconds, self.limits[-1]) if self.limits else \
+            self.exit_code == 124
 
 
 @dataclass(frozen=True)
@@ -211,7 +220,7 @@ def run_pytest(box: Sandbox, workdir: str, interpreter: str, plugins: tuple[str,
     report, problem = parse_report(raw)
     tail = done.output.decode("utf-8", errors="replace")
     return PytestRun(done.exit_code, round(done.duration_seconds, 3), done.killed_by_watchdog, tail, report, problem,
-                     box.name, token, len(done.output) >= OUTPUT_CAP_BYTES)
+                     box.name, token, len(done.output) >= OUTPUT_CAP_BYTES, limits=(seconds,))
 
 
 def parse_report(raw: bytes | None) -> tuple[dict[str, Any] | None, str | None]:

@@ -189,19 +189,22 @@ class EvaluatorFacts:
     failure_kind: str | None  # why the tests did not all pass, as far as the evidence says
     synthetic_summary: bool  # the counts come from the output or the exit code, not from a report
     summary: Mapping[str, int]  # passed, failed, errors, skipped, xfailed, total, collected
+    attempts: int = 1  # runs of the evaluator: a second one after a timeout or ambiguous evidence (harness/retry.py)
+    limits_seconds: tuple[int, ...] = ()  # its wall-clock limit in each run; empty when it never ran
 
     def to_json(self) -> dict[str, Any]:
         """`result.json`'s `evaluator` object."""
         return {"command": list(self.command), "exit_code": self.exit_code, "timed_out": self.timed_out,
                 "killed_by_watchdog": self.killed_by_watchdog, "seconds": self.seconds,
                 "failure_kind": self.failure_kind, "synthetic_summary": self.synthetic_summary,
-                "summary": dict(self.summary)}
+                "summary": dict(self.summary), "attempts": self.attempts, "limits_seconds": list(self.limits_seconds)}
 
     @classmethod
     def from_json(cls, value: JsonObject) -> EvaluatorFacts:
-        """Read back the `evaluator` object."""
+        """Read back the `evaluator` object (results from before the retry record one run and no limits)."""
         return cls(tuple(value["command"]), value["exit_code"], value["timed_out"], value["killed_by_watchdog"],
-                   value["seconds"], value["failure_kind"], value["synthetic_summary"], value["summary"])
+                   value["seconds"], value["failure_kind"], value["synthetic_summary"], value["summary"],
+                   value.get("attempts", 1), tuple(value.get("limits_seconds", ())))
 
 
 @dataclass(frozen=True)
@@ -247,10 +250,14 @@ class DependencyFacts:
     not_measured: str | None = None
     # where the checkpoint timeline comes from (`scoring.provenance.Timeline`); None: no multi-agent timeline
     timeline: JsonObject | None = None
+    # every probe process of any state that ran twice (harness/retry.py): step, selectors, attempts, limits_seconds,
+    # timed_out (its last run)
+    probe_retries: tuple[JsonObject, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The probe and dependency keys, at the top level of `result.json` (`metrics_not_measured` aside)."""
-        return {"probes": {"mode": self.probe_mode, "statuses": dict(self.probe_statuses)},
+        return {"probes": {"mode": self.probe_mode, "statuses": dict(self.probe_statuses),
+                           "retried": [dict(r) for r in self.probe_retries]},
                 "dependencies": [{"dependency_id": d, "integrated_pass": passed} for d, passed in self.integrated_pass],
                 "adpr": self.adpr, "adpr_numerator": self.adpr_numerator, "adpr_denominator": self.adpr_denominator,
                 "run_metrics": self.run_metrics, "dependency_trace": self.trace,
@@ -262,7 +269,8 @@ class DependencyFacts:
         return cls(value["probes"]["mode"], value["probes"]["statuses"],
                    tuple((d["dependency_id"], d["integrated_pass"]) for d in value["dependencies"]), value["adpr"],
                    value["adpr_numerator"], value["adpr_denominator"], value["run_metrics"],
-                   value["dependency_trace"], value.get("metrics_not_measured"), value.get("timeline"))
+                   value["dependency_trace"], value.get("metrics_not_measured"), value.get("timeline"),
+                   tuple(value["probes"].get("retried", ())))
 
 
 @dataclass(frozen=True)

@@ -155,10 +155,12 @@ def score(spec: TaskSpec, prediction: Prediction, evidence: Evidence, baseline: 
                             review_prediction(prediction), _baseline_record(baseline), tuple(needs_review)),
         evaluator=EvaluatorFacts(evidence.command, evidence.exit_code, evidence.timed_out,
                                  evidence.killed_by_watchdog, evidence.evaluator_seconds, failure_kind,
-                                 normalized.synthetic_summary, {k: getattr(normalized, k) for k in SUMMARY_COUNTS}),
+                                 normalized.synthetic_summary, {k: getattr(normalized, k) for k in SUMMARY_COUNTS},
+                                 evidence.attempts, evidence.limits),
         score=_score(graded, zeroed, failure_kind, spec.expected_total),
         dependencies=replace(_dependency_facts(records, metrics, probes_ran),
-                             timeline=prediction.timeline.to_json() if prediction.timeline else None),
+                             timeline=prediction.timeline.to_json() if prediction.timeline else None,
+                             probe_retries=probe_retries(evidence)),
         integration=integration_facts(evidence.integration, prediction),
         sad_proxy=_sad_proxy(spec, final_diff),
         checkpoints=tuple(records),
@@ -184,11 +186,20 @@ def _build_facts(spec: TaskSpec, evidence: Evidence) -> BuildFacts | None:
     if spec.build is None:
         return None
     builds = [*(s.build for s in evidence.states), evidence.build]  # checkpoint order: steps 1, 2, ...
-    states = tuple({"step": step, "status": run.status, "seconds": run.seconds}
+    states = tuple({"step": step, "status": run.status, "seconds": run.seconds, "attempts": run.attempts}
                    for step, run in enumerate(builds, start=1) if run is not None)
     final = evidence.build.to_json() if evidence.build is not None else None
     seconds = sum(run.seconds for run in builds if run is not None)
     return BuildFacts(spec.build.command, final, states, round(seconds, 3))
+
+
+def probe_retries(evidence: Evidence) -> tuple[dict[str, Any], ...]:
+    """Every probe process that ran twice (after a timeout, with twice its limit, or after ambiguous evidence), by
+    its state's checkpoint step (the final state's last), so a reader sees what was retried and how it ended."""
+    runs = [*(s.probes for s in evidence.states), evidence.probes]  # checkpoint order: steps 1, 2, ...
+    return tuple({"step": step, "selectors": list(call.selectors), "attempts": call.attempts,
+                  "limits_seconds": list(call.limits), "timed_out": call.timed_out}
+                 for step, run in enumerate(runs, start=1) for call in (run.calls if run else ()) if call.attempts > 1)
 
 
 def _dependency_facts(records: list[dict[str, Any]], metrics: RunMetrics, probes_ran: bool) -> DependencyFacts:

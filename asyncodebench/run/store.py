@@ -146,7 +146,7 @@ def load_evidence(folder: Path) -> Evidence:
         report_problem=execution.get("report_problem"), sentinel=execution.get("sentinel"),
         build=_build_from(execution.get("build")),
         output_capped=execution.get("output_capped", len(output.encode()) >= OUTPUT_CAP_BYTES),
-        attempts=execution.get("attempts", 1),
+        attempts=execution.get("attempts", 1), limits=tuple(execution.get("limits", ())),
     )
 
 
@@ -174,7 +174,7 @@ def _probes_record(run: ProbeRun | None) -> dict[str, Any] | None:
         {"selectors": list(c.selectors), "exit_code": c.exit_code, "timed_out": c.timed_out, "tests": list(c.tests),
          "report_found": c.report_found, "output_tail": c.output_tail, "summary": c.summary,
          "failed_collectors": c.failed_collectors, "sentinel": c.sentinel, "output_capped": c.output_capped,
-         "attempts": c.attempts} for c in run.calls]}
+         "attempts": c.attempts, "limits": list(c.limits)} for c in run.calls]}
 
 
 def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
@@ -183,7 +183,7 @@ def _probes_from(record: dict[str, Any] | None) -> ProbeRun | None:
     calls = tuple(
         ProbeCall(tuple(c["selectors"]), c["exit_code"], c["timed_out"], tuple(c["tests"]), c["report_found"],
                   c["output_tail"], c.get("summary"), c.get("failed_collectors", 0), c.get("sentinel"),
-                  c.get("output_capped", False), c.get("attempts", 1))
+                  c.get("output_capped", False), c.get("attempts", 1), tuple(c.get("limits", ())))
         for c in record["calls"]
     )
     return ProbeRun(record["mode"], calls, record["probe_timeout"])
